@@ -1,0 +1,471 @@
+package config
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// VariableError is one problem with one environment variable. Its message
+// names the variable, the value and what is accepted instead.
+type VariableError struct {
+	// Name is the variable, e.g. "ROBOTSGATE_MODE".
+	Name string
+	// Problem says what is wrong and what is accepted, e.g.
+	// `"enforcing" is not valid; use "enforce" or "audit"`.
+	Problem string
+	// Err is the underlying cause, if any (for errors.Is).
+	Err error
+}
+
+// Error returns "NAME: problem".
+func (e *VariableError) Error() string { return e.Name + ": " + e.Problem }
+
+// Unwrap returns the underlying cause.
+func (e *VariableError) Unwrap() error { return e.Err }
+
+// checker collects the problems of one LoadFrom call.
+type checker struct {
+	environ  map[string]string
+	fields   []field
+	index    map[string]int // variable name → index in fields
+	problems [][]error      // per field, so they come out in field order
+	other    []error        // problems not tied to one robotsgate variable
+}
+
+func newChecker(environ map[string]string) *checker {
+	fs := fields()
+	index := make(map[string]int, len(fs))
+	for i, f := range fs {
+		index[f.Name] = i
+	}
+	return &checker{environ: environ, fields: fs, index: index, problems: make([][]error, len(fs))}
+}
+
+// report records a problem with the variable name; name must be one of
+// Config's variables.
+func (c *checker) report(name string, cause error, format string, args ...any) {
+	i := c.index[name]
+	c.problems[i] = append(c.problems[i], &VariableError{Name: name, Problem: fmt.Sprintf(format, args...), Err: cause})
+}
+
+// failed reports whether name already has a problem, so that checks which
+// depend on its value are skipped instead of piling up confusing messages.
+func (c *checker) failed(name string) bool { return len(c.problems[c.index[name]]) > 0 }
+
+// given returns the variable's value and whether it is set; empty counts as
+// unset, as it does for env's defaults.
+func (c *checker) given(name string) (string, bool) {
+	v := c.environ[name]
+	return v, v != ""
+}
+
+// shown quotes the value a variable had: as given, or its default.
+func (c *checker) shown(name string) string {
+	if v, ok := c.given(name); ok {
+		return strconv.Quote(v)
+	}
+	return "the default " + strconv.Quote(c.fields[c.index[name]].envDefault)
+}
+
+// err joins every problem: variables in Config order, then the rest.
+func (c *checker) err() error {
+	var all []error
+	for _, ps := range c.problems {
+		all = append(all, ps...)
+	}
+	return errors.Join(append(all, c.other...)...)
+}
+
+// addParseErrors rewrites env's errors, which name Go fields and types, into
+// messages that name the variable and what it accepts.
+func (c *checker) addParseErrors(err error) {
+	if err == nil {
+		return
+	}
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		c.other = append(c.other, fmt.Errorf("config: %w", err))
+		return
+	}
+	byGoName := make(map[string]string, len(c.fields))
+	for _, f := range c.fields {
+		byGoName[f.goName] = f.Name
+	}
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		name, ok := "", false
+		if errors.As(e, &pe) {
+			name, ok = byGoName[pe.Name]
+		}
+		if !ok {
+			c.other = append(c.other, fmt.Errorf("config: %w", e))
+			continue
+		}
+		value := c.shown(name)
+		switch pe.Type {
+		case reflect.TypeFor[time.Duration]():
+			c.report(name, pe.Err, `%s is not a duration; use e.g. "5s" or "1m30s"`, value)
+		case reflect.TypeFor[bool]():
+			c.report(name, pe.Err, `%s is not a boolean; use "true" or "false"`, value)
+		case reflect.TypeFor[slog.Level]():
+			c.report(name, pe.Err, `%s is not a log level; use "debug", "info", "warn" or "error"`, value)
+		default:
+			// robotsgate's own types already say what they accept.
+			c.report(name, pe.Err, "%s", pe.Err)
+		}
+	}
+}
+
+// validate checks what parsing cannot: ranges, files, relations between
+// settings. It fills in the defaults that depend on other values.
+func (c *checker) validate(cfg *Config) {
+	c.checkListen(cfg.Listen)
+	c.checkCA(cfg)
+	if path, ok := c.given("ROBOTSGATE_UPSTREAM_CA_FILE"); ok {
+		c.checkPEMBundle("ROBOTSGATE_UPSTREAM_CA_FILE", path)
+	}
+	c.checkAuditLog(cfg.AuditLog)
+
+	c.checkFetch(cfg)
+	c.checkCacheAges(cfg)
+	c.positive("ROBOTSGATE_UNREACHABLE_RETRY", cfg.UnreachableRetry)
+	c.notNegative("ROBOTSGATE_MAX_STALE", cfg.MaxStale)
+	c.positive("ROBOTSGATE_UPSTREAM_DIAL_TIMEOUT", cfg.UpstreamDialTimeout)
+	c.positive("ROBOTSGATE_UPSTREAM_TLS_TIMEOUT", cfg.UpstreamTLSTimeout)
+	c.positive("ROBOTSGATE_UPSTREAM_HEADER_TIMEOUT", cfg.UpstreamResponseHeaderTimeout)
+	c.positive("ROBOTSGATE_UPSTREAM_IDLE_TIMEOUT", cfg.UpstreamIdleTimeout)
+	c.positive("ROBOTSGATE_CLIENT_IDLE_TIMEOUT", cfg.ClientIdleTimeout)
+	c.notNegative("ROBOTSGATE_SHUTDOWN_GRACE", cfg.ShutdownGrace)
+
+	if ua, ok := c.given("ROBOTSGATE_FETCH_USER_AGENT"); ok {
+		c.checkUserAgent(ua)
+	}
+	c.checkSizes(cfg)
+}
+
+func (c *checker) checkListen(addr string) {
+	const name = "ROBOTSGATE_LISTEN"
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		reason := err.Error()
+		if ae, ok := errors.AsType[*net.AddrError](err); ok {
+			reason = ae.Err // the rest repeats the address
+		}
+		c.report(name, err, `%s is not a host:port address (%s); use e.g. "127.0.0.1:8080" or "[::1]:8080"`, c.shown(name), reason)
+		return
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		c.report(name, err, "%s has port %q; use a port number from 0 to 65535", c.shown(name), port)
+	}
+}
+
+// checkCA checks the CA pair and works out CADir's default.
+func (c *checker) checkCA(cfg *Config) {
+	const certName, keyName, dirName = "ROBOTSGATE_CA_CERT", "ROBOTSGATE_CA_KEY", "ROBOTSGATE_CA_DIR"
+	certPath, certSet := c.given(certName)
+	keyPath, keySet := c.given(keyName)
+	switch {
+	case certSet && !keySet:
+		c.report(keyName, nil, "not set, but %s is; set both or neither", certName)
+	case keySet && !certSet:
+		c.report(certName, nil, "not set, but %s is; set both or neither", keyName)
+	}
+	if certSet {
+		c.checkReadableFile(certName, certPath)
+	}
+	if keySet {
+		c.checkReadableFile(keyName, keyPath)
+	}
+
+	if dir, ok := c.given(dirName); ok {
+		// A missing directory is fine: robotsgate creates it.
+		if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+			c.report(dirName, nil, "%q is not a directory; use a directory path", dir)
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			c.report(dirName, err, "%q cannot be used: %v", dir, pathErrReason(err))
+		}
+		return
+	}
+	base, err := os.UserConfigDir()
+	if err == nil {
+		cfg.CADir = filepath.Join(base, "robotsgate")
+		return
+	}
+	// Without a user config directory the default exists only as an error,
+	// and only when robotsgate would need it.
+	if cfg.MITM && !c.failed("ROBOTSGATE_MITM") && !certSet && !keySet {
+		c.report(dirName, err, "not set, and there is no default (%v); set it, or set %s and %s, or turn interception off with ROBOTSGATE_MITM=false",
+			err, certName, keyName)
+	}
+}
+
+// checkReadableFile checks that path names a file this process can open.
+func (c *checker) checkReadableFile(name, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		c.report(name, err, "%q cannot be read: %v", path, pathErrReason(err))
+		return
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		c.report(name, err, "%q cannot be read: %v", path, pathErrReason(err))
+	} else if fi.IsDir() {
+		c.report(name, nil, "%q is a directory; use the path of a PEM file", path)
+	}
+}
+
+func (c *checker) checkPEMBundle(name, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		c.report(name, err, "%q cannot be read: %v", path, pathErrReason(err))
+		return
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(data) {
+		c.report(name, nil, `%q holds no PEM certificate; use a file of "-----BEGIN CERTIFICATE-----" blocks`, path)
+	}
+}
+
+func (c *checker) checkAuditLog(path string) {
+	const name = "ROBOTSGATE_AUDIT_LOG"
+	if path == "-" {
+		return
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		c.report(name, nil, `%q is a directory; use a file path, or "-" for standard output`, path)
+		return
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		c.report(name, err, `%q cannot be used: directory %q: %v; create it, or use "-" for standard output`, path, dir, pathErrReason(err))
+	case !fi.IsDir():
+		c.report(name, nil, `%q cannot be used: %q is not a directory; use a file path, or "-" for standard output`, path, dir)
+	}
+}
+
+// pathErrReason drops the path from an *fs.PathError, which the messages
+// already quote.
+func pathErrReason(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
+}
+
+func (c *checker) checkFetch(cfg *Config) {
+	const name, connectName = "ROBOTSGATE_FETCH_TIMEOUT", "ROBOTSGATE_FETCH_CONNECT_TIMEOUT"
+	if c.positive(name, cfg.FetchTimeout) {
+		c.atMost(name, cfg.FetchTimeout, 5*time.Minute, "5m", "")
+	}
+	timeoutOK := !c.failed(name)
+	if _, set := c.given(connectName); !set && timeoutOK && cfg.FetchConnectTimeout > cfg.FetchTimeout {
+		cfg.FetchConnectTimeout = cfg.FetchTimeout
+	}
+	if c.positive(connectName, cfg.FetchConnectTimeout) && timeoutOK {
+		c.atMost(connectName, cfg.FetchConnectTimeout, cfg.FetchTimeout, name+" ("+c.shown(name)+")", "")
+	}
+}
+
+func (c *checker) checkCacheAges(cfg *Config) {
+	const maxName, minName = "ROBOTSGATE_CACHE_MAX_AGE", "ROBOTSGATE_CACHE_MIN_AGE"
+	if c.positive(maxName, cfg.CacheMaxAge) {
+		c.atMost(maxName, cfg.CacheMaxAge, 24*time.Hour, "24h",
+			"RFC 9309 section 2.4 says a cached robots.txt SHOULD NOT be used for more than 24 hours")
+	}
+	maxOK := !c.failed(maxName)
+	if _, set := c.given(minName); !set && maxOK && cfg.CacheMinAge > cfg.CacheMaxAge {
+		cfg.CacheMinAge = cfg.CacheMaxAge
+	}
+	if c.notNegative(minName, cfg.CacheMinAge) && maxOK {
+		c.atMost(minName, cfg.CacheMinAge, cfg.CacheMaxAge, maxName+" ("+c.shown(maxName)+")", "")
+	}
+}
+
+// positive reports d unless it is > 0, and says whether it passed. A value
+// that failed to parse is not checked again.
+func (c *checker) positive(name string, d time.Duration) bool {
+	if c.failed(name) {
+		return false
+	}
+	if d <= 0 {
+		c.report(name, nil, `%s is not positive; use a duration greater than 0, e.g. "30s"`, c.shown(name))
+		return false
+	}
+	return true
+}
+
+// notNegative reports d unless it is ≥ 0, and says whether it passed.
+func (c *checker) notNegative(name string, d time.Duration) bool {
+	if c.failed(name) {
+		return false
+	}
+	if d < 0 {
+		c.report(name, nil, `%s is negative; use 0 or a positive duration, e.g. "10s"`, c.shown(name))
+		return false
+	}
+	return true
+}
+
+// atMost reports d if it exceeds limit, described as limitText, giving why
+// when there is a reason beyond taste.
+func (c *checker) atMost(name string, d, limit time.Duration, limitText, why string) {
+	if d <= limit {
+		return
+	}
+	if why != "" {
+		why = ": " + why
+	}
+	c.report(name, nil, "%s is longer than %s%s; use a duration of at most %s", c.shown(name), limitText, why, limitText)
+}
+
+func (c *checker) checkUserAgent(ua string) {
+	const name = "ROBOTSGATE_FETCH_USER_AGENT"
+	for i := range len(ua) {
+		if b := ua[i]; b < 0x20 || b > 0x7e {
+			c.report(name, nil, "%q has a byte that is not printable ASCII at offset %d; use printable ASCII only (no CR, LF or other control characters)", ua, i)
+			return
+		}
+	}
+}
+
+func (c *checker) checkSizes(cfg *Config) {
+	const limitName, cacheName = "ROBOTSGATE_PARSE_LIMIT", "ROBOTSGATE_CACHE_MAX_BYTES"
+	const minLimit, maxLimit, minCache = 500 * KiB, 64 * MiB, 1 * MiB
+	if !c.failed(limitName) {
+		switch {
+		case cfg.ParseLimit < minLimit:
+			c.report(limitName, nil, "%s (%s) is below %s: RFC 9309 section 2.5 says the parsing limit MUST be at least 500 KiB; use a size from %s to %s",
+				c.shown(limitName), cfg.ParseLimit, minLimit, minLimit, maxLimit)
+		case cfg.ParseLimit > maxLimit:
+			c.report(limitName, nil, "%s (%s) is above %s; use a size from %s to %s",
+				c.shown(limitName), cfg.ParseLimit, maxLimit, minLimit, maxLimit)
+		}
+	}
+	if !c.failed(cacheName) && cfg.CacheMaxBytes < minCache {
+		c.report(cacheName, nil, "%s (%s) is below %s; use at least %s", c.shown(cacheName), cfg.CacheMaxBytes, minCache, minCache)
+	}
+}
+
+// checkUnknown reports ROBOTSGATE_* variables that set nothing, which are
+// almost always typos that would otherwise fall back to a default silently.
+func (c *checker) checkUnknown() {
+	known := make([]string, len(c.fields))
+	for i, f := range c.fields {
+		known[i] = f.Name
+	}
+	var unknown []string
+	for k := range c.environ {
+		// Case-insensitive, so robotsgate_listen is caught too.
+		if _, ok := c.index[k]; !ok && strings.HasPrefix(strings.ToUpper(k), envPrefix) {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	for _, k := range unknown {
+		problem := "unknown variable, not a robotsgate setting"
+		if s := suggest(k, known); len(s) > 0 {
+			problem = "unknown variable; did you mean " + orList(s) + "?"
+			if strings.ToUpper(k) == s[0] {
+				problem += " (names are upper-case)"
+			}
+		}
+		c.other = append(c.other, &VariableError{Name: k, Problem: problem})
+	}
+}
+
+// suggest returns the known names closest to name: those within a small
+// edit distance, or failing that the few whose words contain name's words or
+// are contained in them (ROBOTSGATE_CACHE_MAX → CACHE_MAX_AGE, CACHE_MAX_BYTES).
+func suggest(name string, known []string) []string {
+	name = strings.ToUpper(name)
+	best, bestDist := []string(nil), -1
+	for _, k := range known {
+		d := editDistance(name, k)
+		if d > max(2, len(strings.TrimPrefix(k, envPrefix))/4) {
+			continue
+		}
+		switch {
+		case bestDist < 0 || d < bestDist:
+			best, bestDist = []string{k}, d
+		case d == bestDist:
+			best = append(best, k)
+		}
+	}
+	if len(best) > 0 {
+		return best
+	}
+	words := nameWords(name)
+	if len(words) == 0 {
+		return nil
+	}
+	var related []string
+	for _, k := range known {
+		kw := nameWords(k)
+		if subset(words, kw) || subset(kw, words) {
+			related = append(related, k)
+		}
+	}
+	if len(related) > 3 { // too vague to help
+		return nil
+	}
+	return related
+}
+
+// nameWords splits a variable name after the prefix into its words.
+func nameWords(name string) []string {
+	return slices.DeleteFunc(strings.Split(strings.TrimPrefix(name, envPrefix), "_"),
+		func(w string) bool { return w == "" })
+}
+
+func subset(a, b []string) bool {
+	for _, w := range a {
+		if !slices.Contains(b, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// editDistance is the Levenshtein distance between two ASCII-ish strings,
+// counted in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// orList joins names as "A", "A or B", "A, B or C".
+func orList(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}

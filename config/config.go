@@ -1,0 +1,156 @@
+// Package config holds every robotsgate setting.
+//
+// Each setting is an environment variable named ROBOTSGATE_*, read once at
+// start-up into one [Config] by [Load] (or [LoadFrom], for tests and for a
+// caller that already has the environment as a map). The struct's tags are
+// the single source of truth: `env` names the variable, `envDefault` gives its
+// default (`defaultDoc` describes it where it is computed) and `desc` its
+// one-line description, which [Variables] exposes so the README's table can
+// be checked against the code.
+//
+// Loading validates everything and reports every problem at once, each naming
+// the variable, the bad value and what is accepted. Unknown ROBOTSGATE_*
+// variables are errors too, with a suggestion when one is close, because a
+// misspelt setting otherwise falls back to its default without a word.
+package config
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// envPrefix starts the name of every robotsgate variable.
+const envPrefix = "ROBOTSGATE_"
+
+// Config is robotsgate's complete configuration. Durations and sizes carry
+// their unit in the type; the zero Config is not valid, use [Load].
+type Config struct {
+	// Listen is the proxy's listening address, host:port. The default is
+	// loopback so robotsgate is never an open proxy by accident.
+	Listen string `env:"LISTEN" envDefault:"127.0.0.1:8080" desc:"Address the proxy listens on, host:port; the loopback default keeps it from being an open proxy"`
+
+	// Mode says whether denied requests are refused or only logged.
+	Mode Mode `env:"MODE" envDefault:"enforce" desc:"enforce answers 403 to requests robots.txt disallows; audit logs the verdict and forwards anyway"`
+
+	// MITM turns on interception of CONNECT tunnels with robotsgate's CA.
+	MITM bool `env:"MITM" envDefault:"true" desc:"Intercept HTTPS (CONNECT) with robotsgate's CA so every request's path is checked"`
+
+	// CACertFile is a PEM CA certificate to sign intercepted connections
+	// with; set together with CAKeyFile, or neither.
+	CACertFile string `env:"CA_CERT" desc:"PEM CA certificate that signs intercepted connections; set together with ROBOTSGATE_CA_KEY"`
+
+	// CAKeyFile is the PEM private key of CACertFile.
+	CAKeyFile string `env:"CA_KEY" desc:"PEM private key of ROBOTSGATE_CA_CERT"`
+
+	// CADir is where robotsgate creates ca.pem and ca-key.pem on first use
+	// and reuses them afterwards. Its default, os.UserConfigDir()/robotsgate,
+	// depends on the process's user; when that cannot be worked out (no
+	// $HOME), CADir is left empty, which is an error only if the directory
+	// is needed: MITM on and no CACertFile/CAKeyFile.
+	CADir string `env:"CA_DIR" defaultDoc:"<user config dir>/robotsgate" desc:"Directory where robotsgate creates and reuses ca.pem and ca-key.pem when no CA is given"`
+
+	// UpstreamCAFile is a PEM bundle added to the system roots to verify
+	// origins; Load checks it holds at least one certificate.
+	UpstreamCAFile string `env:"UPSTREAM_CA_FILE" desc:"PEM bundle of extra CA certificates, added to the system roots, for verifying origins"`
+
+	// LogFormat chooses the operational log's encoding.
+	LogFormat LogFormat `env:"LOG_FORMAT" envDefault:"auto" desc:"auto (coloured text on a terminal, JSON otherwise), text or json"`
+
+	// LogLevel is the least severe operational log record written.
+	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info" desc:"Least severe log record written: debug, info, warn or error"`
+
+	// AuditLog is "-" for standard output or a file path, appended to.
+	AuditLog string `env:"AUDIT_LOG" envDefault:"-" desc:"Where the audit record of every decision goes: - for standard output, or a file path appended to"`
+
+	// FetchTimeout bounds one robots.txt fetch from start to end.
+	FetchTimeout time.Duration `env:"FETCH_TIMEOUT" envDefault:"5s" desc:"Overall time limit of one robots.txt fetch, at most 5m"`
+
+	// FetchConnectTimeout bounds connecting to an origin for a robots.txt
+	// fetch. When the variable is unset and FetchTimeout is shorter than the
+	// default, it is FetchTimeout, so lowering one setting never forces
+	// setting another.
+	FetchConnectTimeout time.Duration `env:"FETCH_CONNECT_TIMEOUT" envDefault:"3s" desc:"Time limit for connecting when fetching a robots.txt; at most ROBOTSGATE_FETCH_TIMEOUT, which also caps the default"`
+
+	// FetchUserAgent is the User-Agent of robots.txt fetches. Empty means
+	// the built-in robotsgate/<version> (+URL); main fills that in, as this
+	// package does not know the version.
+	FetchUserAgent string `env:"FETCH_USER_AGENT" desc:"User-Agent sent when fetching robots.txt; empty means robotsgate/<version> (+project URL)"`
+
+	// RobotsAuthStatus is what a 401 or 403 answer to a robots.txt fetch means.
+	RobotsAuthStatus RobotsAuthStatus `env:"ROBOTS_401_403" envDefault:"allow" desc:"Meaning of a 401/403 robots.txt: allow (RFC 9309, no restrictions) or disallow (1996 draft, complete disallow)"`
+
+	// ParseLimit is how much of a robots.txt is parsed; RFC 9309 §2.5 sets
+	// a floor of 500 KiB.
+	ParseLimit ByteSize `env:"PARSE_LIMIT" envDefault:"500KiB" desc:"How much of a robots.txt is parsed, from 500KiB (RFC 9309 minimum) to 64MiB"`
+
+	// CacheMaxBytes bounds the memory of the robots.txt cache.
+	CacheMaxBytes ByteSize `env:"CACHE_MAX_BYTES" envDefault:"64MiB" desc:"Memory bound of the robots.txt cache, at least 1MiB"`
+
+	// CacheMaxAge is the longest a fetched robots.txt is used before it is
+	// fetched again; RFC 9309 §2.4 caps it at 24 h.
+	CacheMaxAge time.Duration `env:"CACHE_MAX_AGE" envDefault:"24h" desc:"Longest a fetched robots.txt is used before it is fetched again, at most 24h (RFC 9309 section 2.4)"`
+
+	// CacheMinAge is the shortest a fetched robots.txt is cached, whatever
+	// its Cache-Control says. When the variable is unset and CacheMaxAge is
+	// shorter than the default, it is CacheMaxAge.
+	CacheMinAge time.Duration `env:"CACHE_MIN_AGE" envDefault:"1m" desc:"Shortest a fetched robots.txt is cached whatever Cache-Control says; at most ROBOTSGATE_CACHE_MAX_AGE, which also caps the default"`
+
+	// UnreachableRetry is the wait before the first retry of an unreachable
+	// robots.txt; later retries back off from it.
+	UnreachableRetry time.Duration `env:"UNREACHABLE_RETRY" envDefault:"1m" desc:"Wait before the first retry of an unreachable robots.txt; later retries back off"`
+
+	// MaxStale is how long a good copy is still obeyed while its origin's
+	// robots.txt is unreachable.
+	MaxStale time.Duration `env:"MAX_STALE" envDefault:"720h" desc:"How long a good robots.txt copy is still obeyed while the origin is unreachable"`
+
+	// UpstreamDialTimeout bounds connecting to an origin.
+	UpstreamDialTimeout time.Duration `env:"UPSTREAM_DIAL_TIMEOUT" envDefault:"10s" desc:"Time limit for connecting to an origin"`
+
+	// UpstreamTLSTimeout bounds the TLS handshake with an origin.
+	UpstreamTLSTimeout time.Duration `env:"UPSTREAM_TLS_TIMEOUT" envDefault:"10s" desc:"Time limit for the TLS handshake with an origin"`
+
+	// UpstreamResponseHeaderTimeout bounds the wait for an origin's response
+	// headers once the request is sent.
+	UpstreamResponseHeaderTimeout time.Duration `env:"UPSTREAM_HEADER_TIMEOUT" envDefault:"30s" desc:"Time limit for an origin's response headers once the request is sent"`
+
+	// UpstreamIdleTimeout is how long an idle origin connection is kept.
+	UpstreamIdleTimeout time.Duration `env:"UPSTREAM_IDLE_TIMEOUT" envDefault:"90s" desc:"How long an idle connection to an origin is kept for reuse"`
+
+	// ClientIdleTimeout is how long an idle keep-alive client connection is
+	// kept, also inside intercepted tunnels.
+	ClientIdleTimeout time.Duration `env:"CLIENT_IDLE_TIMEOUT" envDefault:"2m" desc:"How long an idle keep-alive connection from a client is kept, also inside intercepted tunnels"`
+
+	// ShutdownGrace is how long in-flight requests may run on after SIGTERM.
+	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"10s" desc:"How long in-flight requests may finish after SIGTERM"`
+}
+
+// Load reads the configuration from the process environment.
+func Load() (*Config, error) {
+	return LoadFrom(env.ToMap(os.Environ()))
+}
+
+// LoadFrom reads the configuration from environ, a map of variable names to
+// values, and validates it. Variables set to the empty string count as
+// unset. The one value not taken from environ is the default of
+// ROBOTSGATE_CA_DIR, which comes from os.UserConfigDir.
+//
+// The error, if any, joins one error per problem (see [VariableError]).
+func LoadFrom(environ map[string]string) (*Config, error) {
+	if environ == nil {
+		// env.Options treats a nil Environment as "use os.Environ()".
+		environ = map[string]string{}
+	}
+	var cfg Config
+	c := newChecker(environ)
+	parseErr := env.ParseWithOptions(&cfg, env.Options{Prefix: envPrefix, Environment: environ})
+	c.addParseErrors(parseErr)
+	c.validate(&cfg)
+	c.checkUnknown()
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}

@@ -1,0 +1,562 @@
+package config
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// defaults is the brief's table of defaults, written out independently of
+// the struct tags (CADir excepted: it depends on the user).
+func defaults() Config {
+	return Config{
+		Listen:                        "127.0.0.1:8080",
+		Mode:                          ModeEnforce,
+		MITM:                          true,
+		LogFormat:                     LogFormatAuto,
+		LogLevel:                      slog.LevelInfo,
+		AuditLog:                      "-",
+		FetchTimeout:                  5 * time.Second,
+		FetchConnectTimeout:           3 * time.Second,
+		RobotsAuthStatus:              RobotsAuthAllow,
+		ParseLimit:                    500 * 1024,
+		CacheMaxBytes:                 64 * 1024 * 1024,
+		CacheMaxAge:                   24 * time.Hour,
+		CacheMinAge:                   time.Minute,
+		UnreachableRetry:              time.Minute,
+		MaxStale:                      720 * time.Hour,
+		UpstreamDialTimeout:           10 * time.Second,
+		UpstreamTLSTimeout:            10 * time.Second,
+		UpstreamResponseHeaderTimeout: 30 * time.Second,
+		UpstreamIdleTimeout:           90 * time.Second,
+		ClientIdleTimeout:             2 * time.Minute,
+		ShutdownGrace:                 10 * time.Second,
+	}
+}
+
+// variableErrors returns the VariableErrors joined in err.
+func variableErrors(t *testing.T, err error) []*VariableError {
+	t.Helper()
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		t.Fatalf("error %q is not a joined error", err)
+	}
+	var out []*VariableError
+	for _, e := range joined.Unwrap() {
+		ve, ok := errors.AsType[*VariableError](e)
+		if !ok {
+			t.Fatalf("problem %q is not a *VariableError", e)
+		}
+		out = append(out, ve)
+	}
+	return out
+}
+
+// writeFile creates a file in dir and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// testCA returns a freshly made self-signed CA certificate and key, PEM.
+func testCA(t *testing.T) (certPEM, keyPEM string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "robotsgate test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
+}
+
+func TestLoadFromEmptyGivesDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadFrom(map[string]string{})
+	if err != nil {
+		t.Fatalf("LoadFrom(empty) = %v", err)
+	}
+	want := defaults()
+	userDir, dirErr := os.UserConfigDir()
+	if dirErr != nil {
+		t.Fatalf("this test needs a user config directory: %v", dirErr)
+	}
+	want.CADir = filepath.Join(userDir, "robotsgate")
+	if !strings.HasSuffix(cfg.CADir, "robotsgate") {
+		t.Errorf("CADir = %q, want it to end with robotsgate", cfg.CADir)
+	}
+	if *cfg != want {
+		t.Errorf("LoadFrom(empty) =\n%+v\nwant\n%+v", *cfg, want)
+	}
+}
+
+func TestEmptyValueMeansDefault(t *testing.T) {
+	t.Parallel()
+	environ := map[string]string{}
+	for _, v := range Variables() {
+		environ[v.Name] = ""
+	}
+	got, err := LoadFrom(environ)
+	if err != nil {
+		t.Fatalf("LoadFrom(all empty) = %v", err)
+	}
+	want, err := LoadFrom(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got != *want {
+		t.Errorf("all variables empty =\n%+v\nwant the defaults\n%+v", *got, *want)
+	}
+}
+
+// TestLoadFromNilIgnoresProcessEnvironment guards against env.Options
+// reading os.Environ when its Environment is nil. It sets a process variable,
+// so it cannot run in parallel.
+func TestLoadFromNilIgnoresProcessEnvironment(t *testing.T) {
+	t.Setenv("ROBOTSGATE_MODE", "audit")
+	cfg, err := LoadFrom(nil)
+	if err != nil {
+		t.Fatalf("LoadFrom(nil) = %v", err)
+	}
+	if cfg.Mode != ModeEnforce {
+		t.Errorf("LoadFrom(nil).Mode = %q, want %q: the process environment leaked in", cfg.Mode, ModeEnforce)
+	}
+	cfg, err = Load()
+	if err != nil {
+		t.Fatalf("Load() = %v", err)
+	}
+	if cfg.Mode != ModeAudit {
+		t.Errorf("Load().Mode = %q, want %q from the process environment", cfg.Mode, ModeAudit)
+	}
+}
+
+func TestLoadFromValidValues(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certPEM, keyPEM := testCA(t)
+	certFile := writeFile(t, dir, "ca.pem", certPEM)
+	keyFile := writeFile(t, dir, "ca-key.pem", keyPEM)
+	bundle := writeFile(t, dir, "bundle.pem", "# extra roots\n"+certPEM+certPEM)
+	auditFile := filepath.Join(dir, "audit.jsonl") // need not exist yet
+	caDir := filepath.Join(dir, "not-yet", "ca")   // created later by the proxy
+
+	tests := []struct {
+		name    string
+		environ map[string]string
+		want    func(*Config)
+	}{
+		{"listen any interface", map[string]string{"ROBOTSGATE_LISTEN": ":3128"}, func(c *Config) { c.Listen = ":3128" }},
+		{"listen IPv6 port 0", map[string]string{"ROBOTSGATE_LISTEN": "[::1]:0"}, func(c *Config) { c.Listen = "[::1]:0" }},
+		{"listen top port", map[string]string{"ROBOTSGATE_LISTEN": "localhost:65535"}, func(c *Config) { c.Listen = "localhost:65535" }},
+		{"mode audit", map[string]string{"ROBOTSGATE_MODE": "audit"}, func(c *Config) { c.Mode = ModeAudit }},
+		{"mode upper case", map[string]string{"ROBOTSGATE_MODE": "AUDIT"}, func(c *Config) { c.Mode = ModeAudit }},
+		{"mode enforce mixed case", map[string]string{"ROBOTSGATE_MODE": "Enforce"}, func(c *Config) { c.Mode = ModeEnforce }},
+		{"mitm false", map[string]string{"ROBOTSGATE_MITM": "false"}, func(c *Config) { c.MITM = false }},
+		{"mitm 0", map[string]string{"ROBOTSGATE_MITM": "0"}, func(c *Config) { c.MITM = false }},
+		{"mitm 1", map[string]string{"ROBOTSGATE_MITM": "1"}, func(c *Config) { c.MITM = true }},
+		{"ca pair", map[string]string{"ROBOTSGATE_CA_CERT": certFile, "ROBOTSGATE_CA_KEY": keyFile},
+			func(c *Config) { c.CACertFile, c.CAKeyFile = certFile, keyFile }},
+		{"ca dir not yet made", map[string]string{"ROBOTSGATE_CA_DIR": caDir}, func(c *Config) { c.CADir = caDir }},
+		{"ca dir existing", map[string]string{"ROBOTSGATE_CA_DIR": dir}, func(c *Config) { c.CADir = dir }},
+		{"upstream bundle", map[string]string{"ROBOTSGATE_UPSTREAM_CA_FILE": bundle}, func(c *Config) { c.UpstreamCAFile = bundle }},
+		{"log format json", map[string]string{"ROBOTSGATE_LOG_FORMAT": "JSON"}, func(c *Config) { c.LogFormat = LogFormatJSON }},
+		{"log format text", map[string]string{"ROBOTSGATE_LOG_FORMAT": "text"}, func(c *Config) { c.LogFormat = LogFormatText }},
+		{"log level debug", map[string]string{"ROBOTSGATE_LOG_LEVEL": "DEBUG"}, func(c *Config) { c.LogLevel = slog.LevelDebug }},
+		{"log level warn", map[string]string{"ROBOTSGATE_LOG_LEVEL": "warn"}, func(c *Config) { c.LogLevel = slog.LevelWarn }},
+		{"log level error", map[string]string{"ROBOTSGATE_LOG_LEVEL": "Error"}, func(c *Config) { c.LogLevel = slog.LevelError }},
+		{"log level offset", map[string]string{"ROBOTSGATE_LOG_LEVEL": "info+2"}, func(c *Config) { c.LogLevel = slog.LevelInfo + 2 }},
+		{"audit log file", map[string]string{"ROBOTSGATE_AUDIT_LOG": auditFile}, func(c *Config) { c.AuditLog = auditFile }},
+		{"audit log stdout", map[string]string{"ROBOTSGATE_AUDIT_LOG": "-"}, func(c *Config) { c.AuditLog = "-" }},
+		{"fetch timeout at its limit", map[string]string{"ROBOTSGATE_FETCH_TIMEOUT": "5m"}, func(c *Config) { c.FetchTimeout = 5 * time.Minute }},
+		{"connect timeout equal to fetch timeout",
+			map[string]string{"ROBOTSGATE_FETCH_TIMEOUT": "4s", "ROBOTSGATE_FETCH_CONNECT_TIMEOUT": "4s"},
+			func(c *Config) { c.FetchTimeout, c.FetchConnectTimeout = 4*time.Second, 4*time.Second }},
+		{"connect timeout default follows a shorter fetch timeout",
+			map[string]string{"ROBOTSGATE_FETCH_TIMEOUT": "1500ms"},
+			func(c *Config) { c.FetchTimeout, c.FetchConnectTimeout = 1500*time.Millisecond, 1500*time.Millisecond }},
+		{"connect timeout default kept under a longer fetch timeout",
+			map[string]string{"ROBOTSGATE_FETCH_TIMEOUT": "1m30s"},
+			func(c *Config) { c.FetchTimeout = 90 * time.Second }},
+		{"user agent", map[string]string{"ROBOTSGATE_FETCH_USER_AGENT": "ExampleBot/2.1 (+https://example.com/bot)"},
+			func(c *Config) { c.FetchUserAgent = "ExampleBot/2.1 (+https://example.com/bot)" }},
+		{"robots 401/403 disallow", map[string]string{"ROBOTSGATE_ROBOTS_401_403": "DISALLOW"},
+			func(c *Config) { c.RobotsAuthStatus = RobotsAuthDisallow }},
+		{"parse limit exact minimum in bytes", map[string]string{"ROBOTSGATE_PARSE_LIMIT": "512000"}, func(c *Config) { c.ParseLimit = 512000 }},
+		{"parse limit maximum", map[string]string{"ROBOTSGATE_PARSE_LIMIT": "64MiB"}, func(c *Config) { c.ParseLimit = 64 << 20 }},
+		{"parse limit decimal", map[string]string{"ROBOTSGATE_PARSE_LIMIT": "1.5MB"}, func(c *Config) { c.ParseLimit = 1_500_000 }},
+		{"cache bytes minimum", map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "1 MiB"}, func(c *Config) { c.CacheMaxBytes = 1 << 20 }},
+		{"cache bytes large", map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "2GiB"}, func(c *Config) { c.CacheMaxBytes = 2 << 30 }},
+		{"cache max age shorter, min age default follows",
+			map[string]string{"ROBOTSGATE_CACHE_MAX_AGE": "30s"},
+			func(c *Config) { c.CacheMaxAge, c.CacheMinAge = 30*time.Second, 30*time.Second }},
+		{"cache min age zero", map[string]string{"ROBOTSGATE_CACHE_MIN_AGE": "0s"}, func(c *Config) { c.CacheMinAge = 0 }},
+		{"cache min age equal to max age",
+			map[string]string{"ROBOTSGATE_CACHE_MAX_AGE": "1h", "ROBOTSGATE_CACHE_MIN_AGE": "1h"},
+			func(c *Config) { c.CacheMaxAge, c.CacheMinAge = time.Hour, time.Hour }},
+		{"unreachable retry", map[string]string{"ROBOTSGATE_UNREACHABLE_RETRY": "10s"}, func(c *Config) { c.UnreachableRetry = 10 * time.Second }},
+		{"max stale zero", map[string]string{"ROBOTSGATE_MAX_STALE": "0"}, func(c *Config) { c.MaxStale = 0 }},
+		{"upstream timeouts", map[string]string{
+			"ROBOTSGATE_UPSTREAM_DIAL_TIMEOUT":   "1s",
+			"ROBOTSGATE_UPSTREAM_TLS_TIMEOUT":    "2s",
+			"ROBOTSGATE_UPSTREAM_HEADER_TIMEOUT": "3s",
+			"ROBOTSGATE_UPSTREAM_IDLE_TIMEOUT":   "4s",
+		}, func(c *Config) {
+			c.UpstreamDialTimeout, c.UpstreamTLSTimeout = time.Second, 2*time.Second
+			c.UpstreamResponseHeaderTimeout, c.UpstreamIdleTimeout = 3*time.Second, 4*time.Second
+		}},
+		{"client idle timeout", map[string]string{"ROBOTSGATE_CLIENT_IDLE_TIMEOUT": "5m"}, func(c *Config) { c.ClientIdleTimeout = 5 * time.Minute }},
+		{"shutdown grace zero", map[string]string{"ROBOTSGATE_SHUTDOWN_GRACE": "0s"}, func(c *Config) { c.ShutdownGrace = 0 }},
+		{"other variables ignored", map[string]string{"HOME_ROBOTSGATE_X": "1", "ROBOTSGATEWAY": "1", "PATH": "/bin"}, func(*Config) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := LoadFrom(tt.environ)
+			if err != nil {
+				t.Fatalf("LoadFrom(%v) = %v", tt.environ, err)
+			}
+			want := defaults()
+			want.CADir = got.CADir // checked in its own cases and in TestLoadFromEmptyGivesDefaults
+			tt.want(&want)
+			if _, set := tt.environ["ROBOTSGATE_CA_DIR"]; set && got.CADir != want.CADir {
+				t.Errorf("CADir = %q, want %q", got.CADir, want.CADir)
+			}
+			if *got != want {
+				t.Errorf("LoadFrom(%v) =\n%+v\nwant\n%+v", tt.environ, *got, want)
+			}
+		})
+	}
+}
+
+func TestLoadFromInvalidValues(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certPEM, keyPEM := testCA(t)
+	certFile := writeFile(t, dir, "ca.pem", certPEM)
+	keyFile := writeFile(t, dir, "ca-key.pem", keyPEM)
+	notPEM := writeFile(t, dir, "notes.txt", "not a certificate\n")
+	keyOnly := writeFile(t, dir, "key-only.pem", keyPEM)
+	missing := filepath.Join(dir, "missing.pem")
+
+	tests := []struct {
+		name     string
+		environ  map[string]string
+		variable string   // the one variable expected to be reported
+		want     []string // fragments of its message
+	}{
+		{"listen without port", map[string]string{"ROBOTSGATE_LISTEN": "localhost"},
+			"ROBOTSGATE_LISTEN", []string{`"localhost" is not a host:port address`, "missing port", `"127.0.0.1:8080"`}},
+		{"listen port too large", map[string]string{"ROBOTSGATE_LISTEN": "127.0.0.1:65536"},
+			"ROBOTSGATE_LISTEN", []string{`"127.0.0.1:65536" has port "65536"`, "0 to 65535"}},
+		{"listen named port", map[string]string{"ROBOTSGATE_LISTEN": "127.0.0.1:http"},
+			"ROBOTSGATE_LISTEN", []string{`has port "http"`, "0 to 65535"}},
+		{"listen empty port", map[string]string{"ROBOTSGATE_LISTEN": "127.0.0.1:"},
+			"ROBOTSGATE_LISTEN", []string{`has port ""`}},
+		{"mode", map[string]string{"ROBOTSGATE_MODE": "enforcing"},
+			"ROBOTSGATE_MODE", []string{`ROBOTSGATE_MODE: "enforcing" is not valid; use "enforce" or "audit"`}},
+		{"mitm", map[string]string{"ROBOTSGATE_MITM": "yes"},
+			"ROBOTSGATE_MITM", []string{`ROBOTSGATE_MITM: "yes" is not a boolean; use "true" or "false"`}},
+		{"ca cert without key", map[string]string{"ROBOTSGATE_CA_CERT": certFile},
+			"ROBOTSGATE_CA_KEY", []string{"ROBOTSGATE_CA_KEY: not set, but ROBOTSGATE_CA_CERT is; set both or neither"}},
+		{"ca key without cert", map[string]string{"ROBOTSGATE_CA_KEY": keyFile},
+			"ROBOTSGATE_CA_CERT", []string{"ROBOTSGATE_CA_CERT: not set, but ROBOTSGATE_CA_KEY is"}},
+		{"ca cert missing", map[string]string{"ROBOTSGATE_CA_CERT": missing, "ROBOTSGATE_CA_KEY": keyFile},
+			"ROBOTSGATE_CA_CERT", []string{`"` + missing + `" cannot be read: no such file or directory`}},
+		{"ca key is a directory", map[string]string{"ROBOTSGATE_CA_CERT": certFile, "ROBOTSGATE_CA_KEY": dir},
+			"ROBOTSGATE_CA_KEY", []string{`"` + dir + `" is a directory`}},
+		{"ca dir is a file", map[string]string{"ROBOTSGATE_CA_DIR": certFile},
+			"ROBOTSGATE_CA_DIR", []string{`"` + certFile + `" is not a directory`}},
+		{"upstream ca missing", map[string]string{"ROBOTSGATE_UPSTREAM_CA_FILE": missing},
+			"ROBOTSGATE_UPSTREAM_CA_FILE", []string{`"` + missing + `" cannot be read: no such file or directory`}},
+		{"upstream ca not PEM", map[string]string{"ROBOTSGATE_UPSTREAM_CA_FILE": notPEM},
+			"ROBOTSGATE_UPSTREAM_CA_FILE", []string{`"` + notPEM + `" holds no PEM certificate`, "BEGIN CERTIFICATE"}},
+		{"upstream ca only a key", map[string]string{"ROBOTSGATE_UPSTREAM_CA_FILE": keyOnly},
+			"ROBOTSGATE_UPSTREAM_CA_FILE", []string{"holds no PEM certificate"}},
+		{"log format", map[string]string{"ROBOTSGATE_LOG_FORMAT": "xml"},
+			"ROBOTSGATE_LOG_FORMAT", []string{`ROBOTSGATE_LOG_FORMAT: "xml" is not valid; use "auto", "text" or "json"`}},
+		{"log level", map[string]string{"ROBOTSGATE_LOG_LEVEL": "verbose"},
+			"ROBOTSGATE_LOG_LEVEL", []string{`ROBOTSGATE_LOG_LEVEL: "verbose" is not a log level; use "debug", "info", "warn" or "error"`}},
+		{"audit log in missing directory", map[string]string{"ROBOTSGATE_AUDIT_LOG": filepath.Join(dir, "nope", "audit.log")},
+			"ROBOTSGATE_AUDIT_LOG", []string{`directory "` + filepath.Join(dir, "nope") + `": no such file or directory`, `"-" for standard output`}},
+		{"audit log under a file", map[string]string{"ROBOTSGATE_AUDIT_LOG": filepath.Join(certFile, "audit.log")},
+			"ROBOTSGATE_AUDIT_LOG", []string{`"` + certFile + `" is not a directory`}},
+		{"audit log is a directory", map[string]string{"ROBOTSGATE_AUDIT_LOG": dir},
+			"ROBOTSGATE_AUDIT_LOG", []string{`"` + dir + `" is a directory`}},
+		{"fetch timeout without unit", map[string]string{"ROBOTSGATE_FETCH_TIMEOUT": "5"},
+			"ROBOTSGATE_FETCH_TIMEOUT", []string{`ROBOTSGATE_FETCH_TIMEOUT: "5" is not a duration; use e.g. "5s" or "1m30s"`}},
+		{"fetch timeout zero", map[string]string{"ROBOTSGATE_FETCH_TIMEOUT": "0s"},
+			"ROBOTSGATE_FETCH_TIMEOUT", []string{`"0s" is not positive`}},
+		{"fetch timeout too long", map[string]string{"ROBOTSGATE_FETCH_TIMEOUT": "6m"},
+			"ROBOTSGATE_FETCH_TIMEOUT", []string{`"6m" is longer than 5m`, "at most 5m"}},
+		{"connect timeout above fetch timeout", map[string]string{"ROBOTSGATE_FETCH_CONNECT_TIMEOUT": "6s"},
+			"ROBOTSGATE_FETCH_CONNECT_TIMEOUT", []string{`"6s" is longer than ROBOTSGATE_FETCH_TIMEOUT (the default "5s")`}},
+		{"connect timeout above a set fetch timeout",
+			map[string]string{"ROBOTSGATE_FETCH_TIMEOUT": "2s", "ROBOTSGATE_FETCH_CONNECT_TIMEOUT": "3s"},
+			"ROBOTSGATE_FETCH_CONNECT_TIMEOUT", []string{`"3s" is longer than ROBOTSGATE_FETCH_TIMEOUT ("2s")`}},
+		{"connect timeout negative", map[string]string{"ROBOTSGATE_FETCH_CONNECT_TIMEOUT": "-1s"},
+			"ROBOTSGATE_FETCH_CONNECT_TIMEOUT", []string{`"-1s" is not positive`}},
+		{"user agent with CR LF", map[string]string{"ROBOTSGATE_FETCH_USER_AGENT": "Bot/1\r\nX-Evil: 1"},
+			"ROBOTSGATE_FETCH_USER_AGENT", []string{`"Bot/1\r\nX-Evil: 1" has a byte that is not printable ASCII at offset 5`, "no CR, LF"}},
+		{"user agent non-ASCII", map[string]string{"ROBOTSGATE_FETCH_USER_AGENT": "Bötli/1"},
+			"ROBOTSGATE_FETCH_USER_AGENT", []string{"not printable ASCII at offset 1"}},
+		{"robots 401/403", map[string]string{"ROBOTSGATE_ROBOTS_401_403": "deny"},
+			"ROBOTSGATE_ROBOTS_401_403", []string{`"deny" is not valid; use "allow"`, `or "disallow"`}},
+		{"parse limit not a size", map[string]string{"ROBOTSGATE_PARSE_LIMIT": "big"},
+			"ROBOTSGATE_PARSE_LIMIT", []string{`ROBOTSGATE_PARSE_LIMIT: "big" is not a size`, `"500KiB"`}},
+		{"parse limit below the RFC floor", map[string]string{"ROBOTSGATE_PARSE_LIMIT": "500KB"},
+			"ROBOTSGATE_PARSE_LIMIT", []string{`"500KB" (500 kB) is below 500 KiB`, "RFC 9309 section 2.5", "MUST be at least 500 KiB"}},
+		{"parse limit too large", map[string]string{"ROBOTSGATE_PARSE_LIMIT": "65MiB"},
+			"ROBOTSGATE_PARSE_LIMIT", []string{`"65MiB" (65 MiB) is above 64 MiB`}},
+		{"cache bytes too small", map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "1000000"},
+			"ROBOTSGATE_CACHE_MAX_BYTES", []string{`"1000000" (1 MB) is below 1 MiB`}},
+		{"cache bytes negative", map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "-5MiB"},
+			"ROBOTSGATE_CACHE_MAX_BYTES", []string{`"-5MiB" is not a size`}},
+		{"cache max age above 24h", map[string]string{"ROBOTSGATE_CACHE_MAX_AGE": "25h"},
+			"ROBOTSGATE_CACHE_MAX_AGE", []string{`"25h" is longer than 24h`, "RFC 9309 section 2.4", "SHOULD NOT", "24 hours"}},
+		{"cache max age zero", map[string]string{"ROBOTSGATE_CACHE_MAX_AGE": "0s"},
+			"ROBOTSGATE_CACHE_MAX_AGE", []string{`"0s" is not positive`}},
+		{"cache min age above max age",
+			map[string]string{"ROBOTSGATE_CACHE_MAX_AGE": "1h", "ROBOTSGATE_CACHE_MIN_AGE": "2h"},
+			"ROBOTSGATE_CACHE_MIN_AGE", []string{`"2h" is longer than ROBOTSGATE_CACHE_MAX_AGE ("1h")`}},
+		{"cache min age negative", map[string]string{"ROBOTSGATE_CACHE_MIN_AGE": "-1m"},
+			"ROBOTSGATE_CACHE_MIN_AGE", []string{`"-1m" is negative`}},
+		{"unreachable retry zero", map[string]string{"ROBOTSGATE_UNREACHABLE_RETRY": "0"},
+			"ROBOTSGATE_UNREACHABLE_RETRY", []string{`"0" is not positive`}},
+		{"max stale negative", map[string]string{"ROBOTSGATE_MAX_STALE": "-1h"},
+			"ROBOTSGATE_MAX_STALE", []string{`"-1h" is negative`}},
+		{"max stale in days", map[string]string{"ROBOTSGATE_MAX_STALE": "30d"},
+			"ROBOTSGATE_MAX_STALE", []string{`"30d" is not a duration`}},
+		{"dial timeout", map[string]string{"ROBOTSGATE_UPSTREAM_DIAL_TIMEOUT": "0s"},
+			"ROBOTSGATE_UPSTREAM_DIAL_TIMEOUT", []string{"is not positive"}},
+		{"tls timeout", map[string]string{"ROBOTSGATE_UPSTREAM_TLS_TIMEOUT": "-3s"},
+			"ROBOTSGATE_UPSTREAM_TLS_TIMEOUT", []string{"is not positive"}},
+		{"header timeout", map[string]string{"ROBOTSGATE_UPSTREAM_HEADER_TIMEOUT": "thirty"},
+			"ROBOTSGATE_UPSTREAM_HEADER_TIMEOUT", []string{`"thirty" is not a duration`}},
+		{"upstream idle timeout", map[string]string{"ROBOTSGATE_UPSTREAM_IDLE_TIMEOUT": "0m"},
+			"ROBOTSGATE_UPSTREAM_IDLE_TIMEOUT", []string{"is not positive"}},
+		{"client idle timeout", map[string]string{"ROBOTSGATE_CLIENT_IDLE_TIMEOUT": "0h"},
+			"ROBOTSGATE_CLIENT_IDLE_TIMEOUT", []string{"is not positive"}},
+		{"shutdown grace negative", map[string]string{"ROBOTSGATE_SHUTDOWN_GRACE": "-10s"},
+			"ROBOTSGATE_SHUTDOWN_GRACE", []string{`"-10s" is negative`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := LoadFrom(tt.environ)
+			if err == nil {
+				t.Fatalf("LoadFrom(%q) = %+v, want an error about %s", tt.environ, *cfg, tt.variable)
+			}
+			if cfg != nil {
+				t.Errorf("LoadFrom returned a Config with its error")
+			}
+			problems := variableErrors(t, err)
+			if len(problems) != 1 || problems[0].Name != tt.variable {
+				t.Fatalf("LoadFrom(%q) problems = %q, want exactly one, about %s", tt.environ, err, tt.variable)
+			}
+			msg := problems[0].Error()
+			if !strings.HasPrefix(msg, tt.variable+": ") {
+				t.Errorf("message %q does not start with the variable name", msg)
+			}
+			for _, frag := range tt.want {
+				if !strings.Contains(msg, frag) {
+					t.Errorf("message %q lacks %q", msg, frag)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadFromReportsEveryProblemInFieldOrder(t *testing.T) {
+	t.Parallel()
+	environ := map[string]string{
+		"ROBOTSGATE_SHUTDOWN_GRACE":        "-1s",
+		"ROBOTSGATE_MODE":                  "enforcing",
+		"ROBOTSGATE_FETCH_TIMEOUT":         "5",
+		"ROBOTSGATE_PARSE_LIMIT":           "100KiB",
+		"ROBOTSGATE_LISTN":                 "0.0.0.0:80",
+		"ROBOTSGATE_LISTEN":                "nowhere",
+		"ROBOTSGATE_FETCH_CONNECT_TIMEOUT": "10s", // not judged: the limit it depends on is broken
+	}
+	_, err := LoadFrom(environ)
+	if err == nil {
+		t.Fatal("LoadFrom accepted five bad settings")
+	}
+	var names []string
+	for _, p := range variableErrors(t, err) {
+		names = append(names, p.Name)
+	}
+	want := []string{
+		"ROBOTSGATE_LISTEN", "ROBOTSGATE_MODE", "ROBOTSGATE_FETCH_TIMEOUT",
+		"ROBOTSGATE_PARSE_LIMIT", "ROBOTSGATE_SHUTDOWN_GRACE", "ROBOTSGATE_LISTN",
+	}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("problems reported for %q, want %q; error:\n%v", names, want, err)
+	}
+	if lines := strings.Count(err.Error(), "\n") + 1; lines != len(want) {
+		t.Errorf("error has %d lines, want one per problem:\n%v", lines, err)
+	}
+}
+
+func TestLoadFromUnknownVariables(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		variable string
+		want     string // the whole problem text
+	}{
+		{"ROBOTSGATE_LISTN", "unknown variable; did you mean ROBOTSGATE_LISTEN?"},
+		{"ROBOTSGATE_FECTH_TIMEOUT", "unknown variable; did you mean ROBOTSGATE_FETCH_TIMEOUT?"},
+		{"ROBOTSGATE_AUDITLOG", "unknown variable; did you mean ROBOTSGATE_AUDIT_LOG?"},
+		{"robotsgate_mode", "unknown variable; did you mean ROBOTSGATE_MODE? (names are upper-case)"},
+		{"ROBOTSGATE_UPSTREAM_RESPONSE_HEADER_TIMEOUT", "unknown variable; did you mean ROBOTSGATE_UPSTREAM_HEADER_TIMEOUT?"},
+		{"ROBOTSGATE_CACHE_MAX", "unknown variable; did you mean ROBOTSGATE_CACHE_MAX_BYTES or ROBOTSGATE_CACHE_MAX_AGE?"},
+		{"ROBOTSGATE_ENABLE_TELEMETRY", "unknown variable, not a robotsgate setting"},
+		{"ROBOTSGATE_TIMEOUT", "unknown variable, not a robotsgate setting"},
+		{"ROBOTSGATE_", "unknown variable, not a robotsgate setting"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.variable, func(t *testing.T) {
+			t.Parallel()
+			// An empty value is still a typo worth reporting.
+			_, err := LoadFrom(map[string]string{tt.variable: ""})
+			if err == nil {
+				t.Fatalf("LoadFrom accepted unknown variable %s", tt.variable)
+			}
+			problems := variableErrors(t, err)
+			if len(problems) != 1 {
+				t.Fatalf("problems = %q, want one", err)
+			}
+			if got := problems[0]; got.Name != tt.variable || got.Problem != tt.want {
+				t.Errorf("problem = %s: %s, want %s: %s", got.Name, got.Problem, tt.variable, tt.want)
+			}
+		})
+	}
+}
+
+// TestCADirWithoutUserConfigDir removes every variable os.UserConfigDir
+// could use, so it cannot run in parallel.
+func TestCADirWithoutUserConfigDir(t *testing.T) {
+	for _, v := range []string{"HOME", "XDG_CONFIG_HOME", "AppData", "home"} {
+		t.Setenv(v, "")
+	}
+	if _, err := os.UserConfigDir(); err == nil {
+		t.Skip("os.UserConfigDir still finds a directory on this platform with no HOME")
+	}
+	dir := t.TempDir()
+	certPEM, keyPEM := testCA(t)
+	certFile := writeFile(t, dir, "ca.pem", certPEM)
+	keyFile := writeFile(t, dir, "ca-key.pem", keyPEM)
+
+	_, err := LoadFrom(map[string]string{})
+	if err == nil {
+		t.Fatal("LoadFrom accepted MITM with no CA and no CA directory")
+	}
+	problems := variableErrors(t, err)
+	if len(problems) != 1 || problems[0].Name != "ROBOTSGATE_CA_DIR" {
+		t.Fatalf("problems = %q, want one about ROBOTSGATE_CA_DIR", err)
+	}
+	for _, frag := range []string{"not set, and there is no default", "ROBOTSGATE_CA_CERT and ROBOTSGATE_CA_KEY", "ROBOTSGATE_MITM=false"} {
+		if !strings.Contains(problems[0].Error(), frag) {
+			t.Errorf("message %q lacks %q", problems[0].Error(), frag)
+		}
+	}
+
+	for name, environ := range map[string]map[string]string{
+		"mitm off":  {"ROBOTSGATE_MITM": "false"},
+		"ca given":  {"ROBOTSGATE_CA_CERT": certFile, "ROBOTSGATE_CA_KEY": keyFile},
+		"dir given": {"ROBOTSGATE_CA_DIR": dir},
+	} {
+		cfg, err := LoadFrom(environ)
+		if err != nil {
+			t.Errorf("%s: LoadFrom = %v, want no error: the CA directory is not needed", name, err)
+			continue
+		}
+		if want := environ["ROBOTSGATE_CA_DIR"]; cfg.CADir != want {
+			t.Errorf("%s: CADir = %q, want %q", name, cfg.CADir, want)
+		}
+	}
+}
+
+func TestModeLogFormatRobotsAuthStatusUnmarshalText(t *testing.T) {
+	t.Parallel()
+	var m Mode
+	if err := m.UnmarshalText([]byte("AuDiT")); err != nil || m != ModeAudit {
+		t.Errorf("Mode.UnmarshalText(AuDiT) = %q, %v", m, err)
+	}
+	if err := m.UnmarshalText([]byte("")); err == nil {
+		t.Error("Mode.UnmarshalText accepted the empty string")
+	}
+	var f LogFormat
+	if err := f.UnmarshalText([]byte("Text")); err != nil || f != LogFormatText {
+		t.Errorf("LogFormat.UnmarshalText(Text) = %q, %v", f, err)
+	}
+	if err := f.UnmarshalText([]byte("logfmt")); err == nil || f != LogFormatText {
+		t.Errorf("LogFormat.UnmarshalText(logfmt) = %v and changed the value to %q", err, f)
+	}
+	var s RobotsAuthStatus
+	if err := s.UnmarshalText([]byte("Disallow")); err != nil || s != RobotsAuthDisallow {
+		t.Errorf("RobotsAuthStatus.UnmarshalText(Disallow) = %q, %v", s, err)
+	}
+	if err := s.UnmarshalText([]byte("deny")); err == nil {
+		t.Error("RobotsAuthStatus.UnmarshalText accepted deny")
+	}
+}
+
+func TestSuggestAndEditDistance(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"abc", "", 3}, {"", "abc", 3}, {"kitten", "sitting", 3}, {"LISTN", "LISTEN", 1}, {"MODE", "MDOE", 2},
+	} {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestVariableErrorUnwrapsItsCause(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "roots.pem")
+	_, err := LoadFrom(map[string]string{"ROBOTSGATE_UPSTREAM_CA_FILE": missing})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadFrom with a missing file = %v, want it to wrap fs.ErrNotExist", err)
+	}
+	ve, ok := errors.AsType[*VariableError](err)
+	if !ok || ve.Name != "ROBOTSGATE_UPSTREAM_CA_FILE" {
+		t.Errorf("errors.AsType[*VariableError] = %+v, %v", ve, ok)
+	}
+}

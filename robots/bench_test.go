@@ -1,0 +1,128 @@
+package robots
+
+import (
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func BenchmarkParse(b *testing.B) {
+	files := corpusFiles(b)
+	bodies := make([][]byte, 0, len(files))
+	total := 0
+	for _, body := range files {
+		bodies = append(bodies, body)
+		total += min(len(body), DefaultMaxBytes)
+	}
+	b.SetBytes(int64(total))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, body := range bodies {
+			Parse(body)
+		}
+	}
+}
+
+// checkPaths are requests a crawler makes on twitter.com, whose 2022
+// robots.txt (82 rules in 6 groups, most with wildcards) is the benchmark's
+// realistic file.
+var checkPaths = []string{
+	"/jack/status/20",
+	"/search?q=golang&src=typed_query",
+	"/hashtag/go?src=hash",
+	"/i/api/graphql/x/UserByScreenName",
+	"/jack/followers",
+	"/settings/deactivated",
+	"/?_escaped_fragment_=home",
+	"/explore",
+	"/search/users?q=x",
+	"/jack/media?lang=en",
+}
+
+func BenchmarkCheck(b *testing.B) {
+	r := Parse(corpusFiles(b)["twitter_2022.texting_robots.txt"])
+	tokens := []string{"Googlebot", "bingbot", "GPTBot"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		r.Check(tokens[i%len(tokens)], checkPaths[i%len(checkPaths)])
+		i++
+	}
+}
+
+// The pathological pattern against a 10,000-byte path, beside a plain
+// prefix pattern on the same path: the cost must stay of the same order.
+func BenchmarkCheckLongPath(b *testing.B) {
+	path := "/" + strings.Repeat("a", 10000)
+	for _, bench := range []struct{ name, pattern string }{
+		{"plain", "/aaaaaaaaab"},
+		{"wildcards", "/*a*a*a*a*a*a*a*a*a*a*b$"},
+	} {
+		r := Parse([]byte("User-agent: *\nDisallow: " + bench.pattern + "\n"))
+		b.Run(bench.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Check("bot", path)
+			}
+		})
+	}
+}
+
+// BenchmarkRetained reports the heap a parsed file keeps alive for the
+// corpus median and the largest file, measured after a GC, beside
+// RetainedBytes' estimate of it.
+func BenchmarkRetained(b *testing.B) {
+	files := corpusFiles(b)
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.SortFunc(names, func(x, y string) int { return len(files[x]) - len(files[y]) })
+	for _, bench := range []struct{ label, name string }{
+		{"median", names[len(names)/2]},
+		{"largest", names[len(names)-1]},
+	} {
+		b.Run(bench.label, func(b *testing.B) {
+			measured, estimate := retainedHeap(files[bench.name])
+			b.ReportMetric(float64(len(files[bench.name])), "file-B")
+			b.ReportMetric(float64(measured), "heap-B")
+			b.ReportMetric(float64(estimate), "estimate-B")
+			for b.Loop() {
+				Parse(files[bench.name])
+			}
+		})
+	}
+}
+
+// retainedHeap parses body several times, keeps the results, and returns
+// the live heap per result, with RetainedBytes' figure.
+func retainedHeap(body []byte) (measured, estimate int64) {
+	const copies = 20
+	keep := make([]*Robots, copies)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range keep {
+		keep[i] = Parse(body)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	measured = (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / copies
+	estimate = keep[0].RetainedBytes()
+	runtime.KeepAlive(keep)
+	return measured, estimate
+}
+
+func TestRetainedBytesEstimate(t *testing.T) {
+	files := corpusFiles(t)
+	for _, name := range []string{"twitter_2022.texting_robots.txt", "en.wikipedia.org_2024.txt", "github.com_2024.txt", "ai.robots.txt-generated.txt", "docs.oracle.com.txt"} {
+		measured, estimate := retainedHeap(files[name])
+		// A cache budget charges the estimate: it must be of the right
+		// order, and rather high than low.
+		if estimate < measured*7/10 || estimate > measured*3 {
+			t.Errorf("%s: RetainedBytes %d, measured heap %d", name, estimate, measured)
+		}
+		t.Logf("%s: %d bytes of text retain %d bytes (estimate %d)", name, len(files[name]), measured, estimate)
+	}
+}

@@ -1,0 +1,156 @@
+package robots
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Verdict is the answer to "may this token fetch this path?", with what
+// decided it.
+type Verdict struct {
+	Allowed bool
+	Cause   Cause
+	// Rule is the deciding rule when Cause is CauseRule.
+	Rule *Rule
+	// Group is the user-agent value whose groups applied, as written in
+	// the file ("*" for the global groups); empty when no group applied.
+	Group string
+	// GroupLines are the lines of the user-agent records that selected
+	// those groups.
+	GroupLines []int
+}
+
+// Cause says what decided a verdict.
+type Cause uint8
+
+const (
+	// CauseRule: the longest matching allow or disallow rule.
+	CauseRule Cause = iota
+	// CauseNoMatchingRule: a group applies but none of its rules matches.
+	CauseNoMatchingRule
+	// CauseNoGroup: no group names the token and there is no "*" group.
+	CauseNoGroup
+	// CauseRobotsTxt: /robots.txt itself is always allowed.
+	CauseRobotsTxt
+)
+
+func (c Cause) String() string {
+	switch c {
+	case CauseRule:
+		return "rule"
+	case CauseNoMatchingRule:
+		return "no matching rule"
+	case CauseNoGroup:
+		return "no group applies"
+	case CauseRobotsTxt:
+		return "robots.txt is always allowed"
+	}
+	return "cause " + strconv.Itoa(int(c))
+}
+
+// Reason explains the verdict in a few words, for a 403 page, an audit
+// record or the check command: "disallow: /private/ (line 7)", "no
+// matching rule", ...
+func (v Verdict) Reason() string {
+	if v.Cause == CauseRule && v.Rule != nil {
+		return v.Rule.String()
+	}
+	return v.Cause.String()
+}
+
+// Check decides whether the crawler with the product token may fetch
+// pathAndQuery (the path and query of the URL, as sent: see
+// [PathAndQuery]).
+//
+// The token is compared whole and case-insensitively with the product
+// names of the file's groups (see [ProductName]); every group naming it
+// applies, merged. Without one, every "*" group applies; without those,
+// nothing is disallowed. Within the chosen groups the rule with the
+// longest pattern wins, allow over disallow on a tie; without a matching
+// rule the path is allowed. "/robots.txt" is always allowed.
+//
+// Check does not allocate unless the path needs percent-normalising.
+func (r *Robots) Check(token, pathAndQuery string) Verdict {
+	path := normalizePath(pathAndQuery)
+	if isRobotsTxt(path) {
+		return Verdict{Allowed: true, Cause: CauseRobotsTxt}
+	}
+	rs := r.ruleSetFor(token)
+	if rs == nil {
+		return Verdict{Allowed: true, Cause: CauseNoGroup}
+	}
+	for i := range rs.rules {
+		rule := &rs.rules[i]
+		if rule.pattern.match(path) {
+			return Verdict{Allowed: rule.Allow, Cause: CauseRule, Rule: rule, Group: rs.name, GroupLines: rs.agentLines}
+		}
+	}
+	return Verdict{Allowed: true, Cause: CauseNoMatchingRule, Group: rs.name, GroupLines: rs.agentLines}
+}
+
+func isRobotsTxt(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/robots.txt")
+	return ok && (rest == "" || rest[0] == '?')
+}
+
+// ruleSetFor finds the merged groups for token, falling back to "*".
+func (r *Robots) ruleSetFor(token string) *ruleSet {
+	if r == nil {
+		return nil
+	}
+	if len(r.agents) > 0 {
+		// Lower-case into a stack buffer: a map lookup keyed by
+		// string(bytes) does not allocate.
+		var buf [64]byte
+		if len(token) <= len(buf) {
+			lower := buf[:len(token)]
+			for i := range len(token) {
+				c := token[i]
+				if 'A' <= c && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				lower[i] = c
+			}
+			if rs := r.agents[string(lower)]; rs != nil {
+				return rs
+			}
+		} else if rs := r.agents[strings.ToLower(token)]; rs != nil {
+			return rs
+		}
+	}
+	return r.global
+}
+
+// PathAndQuery returns the part of a URL that rules are matched against:
+// path, parameters and query, without the fragment, always starting with
+// '/'. It does not decode or re-encode anything. It accepts what crawlers
+// pass around: absolute URLs, scheme-less "host/path", and paths.
+func PathAndQuery(rawURL string) string {
+	start := 0
+	if strings.HasPrefix(rawURL, "//") {
+		start = 2
+	}
+	schemeEnd := strings.Index(rawURL[start:], "://")
+	early := strings.IndexAny(rawURL[start:], "/?;")
+	if schemeEnd < 0 || (early >= 0 && early < schemeEnd) {
+		schemeEnd = start
+	} else {
+		schemeEnd += start + 3
+	}
+	pathStart := strings.IndexAny(rawURL[schemeEnd:], "/?;")
+	if pathStart < 0 {
+		return "/"
+	}
+	pathStart += schemeEnd
+	end := len(rawURL)
+	if hash := strings.IndexByte(rawURL[start:], '#'); hash >= 0 {
+		if hash+start < pathStart {
+			return "/"
+		}
+		end = hash + start
+	}
+	if rawURL[pathStart] != '/' {
+		return "/" + rawURL[pathStart:end]
+	}
+	return rawURL[pathStart:end]
+}

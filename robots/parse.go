@@ -1,0 +1,446 @@
+package robots
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+)
+
+// DefaultMaxBytes is the parse limit when none is set: RFC 9309 §2.5 asks
+// for at least 500 KiB.
+const DefaultMaxBytes = 500 << 10
+
+// Parser parses robots.txt bodies. The zero value is ready to use.
+type Parser struct {
+	// MaxBytes is the parse limit: bytes past it are dropped and the
+	// result says so ([Robots.Truncated]). Zero or less means
+	// DefaultMaxBytes.
+	MaxBytes int
+}
+
+// Parse parses body with the default parse limit. It never fails: a
+// malformed file yields the rules that parse, and the lines that did not
+// are listed by [Robots.Ignored].
+func Parse(body []byte) *Robots { return Parser{}.Parse(body) }
+
+// Parse parses body; see the package-level [Parse]. The body is not
+// retained and may be reused once Parse returns.
+func (p Parser) Parse(body []byte) *Robots {
+	limit := p.MaxBytes
+	if limit <= 0 {
+		limit = DefaultMaxBytes
+	}
+	b := builder{robots: &Robots{}}
+	if len(body) > limit {
+		b.robots.truncated = true
+		body = body[:limit]
+	}
+	b.robots.parsed = len(body)
+	// Each line is added once the next one is seen: the last line of a
+	// truncated body was cut at the limit, and a cut rule would be a
+	// different rule, so it is dropped.
+	var pending Line
+	for line := range lines(bodyText(body)) {
+		if pending.Number > 0 {
+			b.add(pending)
+		}
+		pending = line
+	}
+	if b.robots.truncated {
+		b.ignore(pending.Number, IgnoredPastLimit, "")
+	} else {
+		b.add(pending)
+	}
+	b.robots.lines = pending.Number
+	return b.finish()
+}
+
+// bodyText views body as text without copying it. Nothing parsed from the
+// view outlives Parse: finish copies every string the result keeps.
+func bodyText(body []byte) string {
+	if len(body) >= 2 && (body[0] == 0xFF && body[1] == 0xFE || body[0] == 0xFE && body[1] == 0xFF) {
+		return decodeText(body) // UTF-16 is decoded into a new string
+	}
+	return stripBOM(unsafe.String(unsafe.SliceData(body), len(body)))
+}
+
+// group is one group as written: consecutive user-agent lines and the
+// records that follow them.
+type group struct {
+	index      int // position in the file
+	rules      []draftRule
+	crawlDelay time.Duration
+	hasDelay   bool
+}
+
+// draftRule is a rule as read, its value still a view of the body.
+type draftRule struct {
+	value string
+	line  int
+	allow bool
+}
+
+type builder struct {
+	robots *Robots
+	groups []*group
+	// names maps each lower-cased product name ("*" for the global
+	// groups) to the groups naming it.
+	names map[string]*nameGroups
+	// current is the group being filled; open means its user-agent lines
+	// may still grow (no rule since the last user-agent line).
+	current  *group
+	open     bool
+	sitemaps map[string]bool
+}
+
+type nameGroups struct {
+	key, name string
+	lines     []int
+	groups    []*group
+}
+
+func (b *builder) ignore(line int, reason IgnoreReason, key string) {
+	b.robots.ignored = append(b.robots.ignored, IgnoredLine{Line: line, Reason: reason, Key: key})
+}
+
+func (b *builder) add(line Line) {
+	if line.TooLong {
+		b.ignore(line.Number, IgnoredTooLong, "")
+	}
+	switch line.Directive {
+	case DirectiveNone:
+		if !line.IsEmpty && !line.IsComment {
+			b.ignore(line.Number, IgnoredNotRecord, "")
+		}
+	case DirectiveUnknown:
+		b.ignore(line.Number, IgnoredUnknownKey, line.Key)
+	case DirectiveUnsupported:
+		b.ignore(line.Number, IgnoredUnsupportedKey, line.Key)
+	case DirectiveUserAgent:
+		b.userAgent(line)
+	case DirectiveAllow, DirectiveDisallow:
+		b.rule(line)
+	case DirectiveSitemap:
+		if line.Value != "" && !b.sitemaps[line.Value] {
+			if b.sitemaps == nil {
+				b.sitemaps = make(map[string]bool)
+			}
+			b.sitemaps[line.Value] = true
+			b.robots.sitemaps = append(b.robots.sitemaps, line.Value)
+		}
+	case DirectiveCrawlDelay:
+		b.crawlDelay(line)
+	}
+}
+
+func (b *builder) userAgent(line Line) {
+	name, global := ProductName(line.Value)
+	if !global && name == "" {
+		b.ignore(line.Number, IgnoredNoProductName, "")
+		return
+	}
+	// Only a rule ends the list of user-agent lines heading a group;
+	// sitemaps, crawl-delays and unknown records do not (RFC 9309 §2.2.4).
+	if !b.open {
+		b.current = &group{index: len(b.groups)}
+		b.groups = append(b.groups, b.current)
+		b.open = true
+	}
+	key := "*"
+	if global {
+		name = "*"
+	} else {
+		key = asciiLower(name)
+	}
+	if b.names == nil {
+		b.names = make(map[string]*nameGroups)
+	}
+	ng := b.names[key]
+	if ng == nil {
+		ng = &nameGroups{key: key, name: name}
+		b.names[key] = ng
+	}
+	ng.lines = append(ng.lines, line.Number)
+	if len(ng.groups) == 0 || ng.groups[len(ng.groups)-1] != b.current {
+		ng.groups = append(ng.groups, b.current)
+	}
+}
+
+func (b *builder) rule(line Line) {
+	if b.current == nil {
+		b.ignore(line.Number, IgnoredOutsideGroup, "")
+		return
+	}
+	b.open = false
+	switch {
+	case line.Value == "":
+		// "Disallow:" with no value is the classic way to allow all: it
+		// matches nothing and deserves no warning.
+	case line.Value[0] != '/' && line.Value[0] != '*':
+		b.ignore(line.Number, IgnoredBadPattern, "")
+	default:
+		b.current.rules = append(b.current.rules, draftRule{value: line.Value, line: line.Number, allow: line.Directive == DirectiveAllow})
+	}
+}
+
+func (b *builder) crawlDelay(line Line) {
+	if b.current == nil {
+		b.ignore(line.Number, IgnoredOutsideGroup, "")
+		return
+	}
+	seconds, err := strconv.ParseFloat(line.Value, 64)
+	if err != nil || seconds < 0 || math.IsNaN(seconds) || seconds > maxCrawlDelay.Seconds() {
+		b.ignore(line.Number, IgnoredBadCrawlDelay, "")
+		return
+	}
+	d := time.Duration(seconds * float64(time.Second))
+	if !b.current.hasDelay || d > b.current.crawlDelay {
+		b.current.crawlDelay, b.current.hasDelay = d, true
+	}
+}
+
+// maxCrawlDelay bounds a crawl-delay; anything longer is a typo, or a
+// refusal better written as "Disallow: /".
+const maxCrawlDelay = 24 * time.Hour
+
+// finish merges, per product name, every group naming it, then copies
+// every string the result keeps into one block, so the result holds
+// neither the body nor thousands of small strings.
+func (b *builder) finish() *Robots {
+	r := b.robots
+	named := make([]*ruleSet, 0, len(b.names))
+	keys := make([]string, 0, len(b.names))
+	// Names that share exactly the same groups share one rule slice: a
+	// block list of 170 user-agent lines over one group has one.
+	shared := make(map[string][]Rule)
+	var unique [][]Rule
+	for _, ng := range b.names {
+		id := groupsID(ng.groups)
+		rules, ok := shared[id]
+		if !ok {
+			rules = mergeGroups(ng.groups)
+			shared[id] = rules
+			unique = append(unique, rules)
+		}
+		rs := &ruleSet{name: ng.name, agentLines: slices.Clip(ng.lines), rules: rules}
+		for _, g := range ng.groups {
+			if g.hasDelay && (!rs.hasDelay || g.crawlDelay > rs.crawlDelay) {
+				rs.crawlDelay, rs.hasDelay = g.crawlDelay, true
+			}
+		}
+		named = append(named, rs)
+		keys = append(keys, ng.key)
+	}
+
+	// Two passes over every kept string: size the block, then copy.
+	visit := func(fn func(*string)) {
+		for _, rules := range unique {
+			for i := range rules {
+				fn(&rules[i].Pattern)
+				if rules[i].pattern.expr != rules[i].Pattern {
+					fn(&rules[i].pattern.expr)
+				}
+			}
+		}
+		for i := range named {
+			fn(&named[i].name)
+			fn(&keys[i])
+		}
+		for i := range r.sitemaps {
+			fn(&r.sitemaps[i])
+		}
+		for i := range r.ignored {
+			fn(&r.ignored[i].Key)
+		}
+	}
+	size := 0
+	visit(func(s *string) { size += len(*s) })
+	block := make([]byte, 0, size)
+	visit(func(s *string) {
+		if len(*s) == 0 {
+			return
+		}
+		start := len(block)
+		block = append(block, *s...)
+		// The block never grows past its capacity, so its bytes never
+		// move or change once written.
+		*s = unsafe.String(&block[start], len(*s))
+	})
+	for _, rules := range unique {
+		for i := range rules {
+			if rules[i].pattern.expr == rules[i].Pattern {
+				rules[i].pattern.expr = rules[i].Pattern
+			}
+		}
+	}
+
+	if len(named) > 0 {
+		r.agents = make(map[string]*ruleSet, len(named))
+	}
+	for i, rs := range named {
+		if keys[i] == "*" {
+			r.global = rs
+		} else {
+			r.agents[keys[i]] = rs
+		}
+	}
+	r.sitemaps = slices.Clip(r.sitemaps)
+	r.ignored = slices.Clip(r.ignored)
+	r.retained = retainedSize(r, unique, size)
+	return r
+}
+
+// retainedSize estimates the heap r keeps: the string block, the rule
+// slices, one header per name, the map and the two lists, each rounded up
+// as the allocator does.
+func retainedSize(r *Robots, unique [][]Rule, block int) int64 {
+	n := allocSize(int(unsafe.Sizeof(*r))) + allocSize(block)
+	for _, rules := range unique {
+		n += allocSize(int(unsafe.Sizeof(Rule{})) * cap(rules))
+	}
+	perName := func(rs *ruleSet) int64 {
+		return allocSize(int(unsafe.Sizeof(*rs))) + allocSize(8*cap(rs.agentLines)) + mapSlotBytes
+	}
+	for _, rs := range r.agents {
+		n += perName(rs)
+	}
+	if r.global != nil {
+		n += perName(r.global)
+	}
+	n += allocSize(int(unsafe.Sizeof("")) * cap(r.sitemaps))
+	n += allocSize(int(unsafe.Sizeof(IgnoredLine{})) * cap(r.ignored))
+	return n
+}
+
+// mapSlotBytes approximates one map entry with a string key and a pointer
+// value, table overhead included.
+const mapSlotBytes = 48
+
+// allocSize rounds a request up roughly as Go's size classes do (the
+// classes are at most 12.5% apart above 128 bytes).
+func allocSize(n int) int64 {
+	switch {
+	case n == 0:
+		return 0
+	case n <= 16:
+		return 16
+	case n <= 128:
+		return int64((n + 15) &^ 15)
+	}
+	return int64(n) + int64(n)/8
+}
+
+func groupsID(groups []*group) string {
+	var b strings.Builder
+	for _, g := range groups {
+		b.WriteString(strconv.Itoa(g.index))
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+// mergeGroups compiles the rules of groups into one slice ordered for
+// Check: the first matching rule is the verdict.
+func mergeGroups(groups []*group) []Rule {
+	n := 0
+	for _, g := range groups {
+		n += len(g.rules)
+	}
+	rules := make([]Rule, 0, n)
+	for _, g := range groups {
+		for _, d := range g.rules {
+			p, ok := compilePattern(d.value)
+			if !ok {
+				continue
+			}
+			rules = append(rules, Rule{Pattern: d.value, Line: d.line, Allow: d.allow, pattern: p})
+			if d.allow {
+				// Google-specific, kept because sites mean it: the index
+				// page of a directory is the directory's own URL.
+				if implied := impliedPattern(d.value); implied != "" {
+					if ip, ok := compilePattern(implied); ok {
+						rules = append(rules, Rule{Pattern: d.value, Line: d.line, Allow: true, Implied: true, pattern: ip})
+					}
+				}
+			}
+		}
+	}
+	// Longest pattern first, allow first on a tie (RFC 9309 §2.2.2); the
+	// line and the implied flag make the order total, so it is the same
+	// on every run.
+	slices.SortFunc(rules, func(a, b Rule) int {
+		if c := cmp.Compare(b.pattern.octets, a.pattern.octets); c != 0 {
+			return c
+		}
+		if a.Allow != b.Allow {
+			if a.Allow {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(a.Line, b.Line); c != 0 {
+			return c
+		}
+		if a.Implied != b.Implied {
+			if b.Implied {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	// RFC 9309 allows dropping duplicate rules; the earliest line stays.
+	return slices.CompactFunc(rules, func(a, b Rule) bool {
+		return a.Allow == b.Allow && a.pattern == b.pattern
+	})
+}
+
+// ProductName returns the product name a user-agent value in a robots.txt
+// file names, and whether it is the global "*".
+//
+// The value is cut at the first character that cannot be part of an HTTP
+// product token (RFC 9110 token characters, without '*'): "MJ12bot" and
+// "Mail.RU_Bot" stay whole, "meta-webindexer/1.1" names
+// "meta-webindexer", "FOO BAR" names "FOO" (as in Google's parser). RFC
+// 9309 allows only letters, '-' and '_' in a token, but real crawlers have
+// digits and dots in theirs (MJ12bot, 360Spider, archive.org_bot) and site
+// owners write them so; cutting at the first digit, as Google does, would
+// make "MJ12bot" name "MJ". Stars around a name ("*MJ12bot*", written by
+// site owners who think in globs) are dropped. A value that is "*", or a
+// '*' followed by something that is not a name, is the global group.
+func ProductName(value string) (name string, global bool) {
+	v := strings.TrimLeft(value, "*")
+	starred := len(v) < len(value)
+	end := 0
+	for end < len(v) && isNameByte(v[end]) {
+		end++
+	}
+	if starred && end == 0 {
+		return "", true
+	}
+	return v[:end], false
+}
+
+func isNameByte(c byte) bool {
+	if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+		return true
+	}
+	switch c {
+	case '!', '$', '%', '&', '\'', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+func asciiLower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
+}

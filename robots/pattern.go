@@ -1,0 +1,198 @@
+package robots
+
+import "strings"
+
+// pattern is a rule's path pattern in the form it is matched in.
+type pattern struct {
+	// expr is the percent-normalised pattern without a final '$', with
+	// runs of '*' collapsed to one.
+	expr string
+	// anchored: the pattern ended with '$', so the path must end where
+	// the pattern does.
+	anchored bool
+	// wildcard: expr contains '*'.
+	wildcard bool
+	// octets is the pattern's length for "longest match wins": the
+	// normalised pattern with every '*' and the '$' counted, as Google
+	// counts it.
+	octets int
+}
+
+// compilePattern normalises a rule value. ok is false when the pattern can
+// never match: RFC 9309 matching starts at the path's first octet, which is
+// always '/', so only patterns starting with '/' or '*' can match.
+func compilePattern(value string) (p pattern, ok bool) {
+	if value == "" || (value[0] != '/' && value[0] != '*') {
+		return pattern{}, false
+	}
+	if strings.HasSuffix(value, "$") {
+		p.anchored = true
+		value = value[:len(value)-1]
+	}
+	expr, octets := normalize(value, true)
+	p.octets = octets
+	if p.anchored {
+		p.octets++
+	}
+	p.wildcard = strings.IndexByte(expr, '*') >= 0
+	p.expr = expr
+	return p, true
+}
+
+// match reports whether p matches path, which must already be normalised
+// with normalizePath. Segments between '*' are placed at their leftmost
+// occurrence: with '*' as the only wildcard that placement is never worse
+// than any other, so the cost is one linear scan per segment (at most path
+// length times pattern length, never exponential).
+func (p *pattern) match(path string) bool {
+	expr := p.expr
+	if !p.wildcard {
+		if p.anchored {
+			return path == expr
+		}
+		return strings.HasPrefix(path, expr)
+	}
+	star := strings.IndexByte(expr, '*')
+	if !strings.HasPrefix(path, expr[:star]) {
+		return false
+	}
+	path, expr = path[star:], expr[star+1:]
+	for {
+		star = strings.IndexByte(expr, '*')
+		if star < 0 {
+			if p.anchored {
+				return strings.HasSuffix(path, expr)
+			}
+			return strings.Contains(path, expr)
+		}
+		i := strings.Index(path, expr[:star])
+		if i < 0 {
+			return false
+		}
+		path, expr = path[i+star:], expr[star+1:]
+	}
+}
+
+// normalizePath brings a URL's path and query to the form patterns are
+// compared in. It allocates only when the path changes.
+func normalizePath(path string) string {
+	if path == "" {
+		return "/"
+	}
+	s, _ := normalize(path, false)
+	return s
+}
+
+// normalize applies RFC 9309 §2.2.2 to a pattern or a path so both compare
+// octet for octet:
+//   - octets outside ASCII (and controls and space, which cannot appear
+//     raw in a URI) are percent-encoded;
+//   - percent-encoded unreserved characters (A-Z a-z 0-9 - . _ ~) are
+//     decoded, other escapes are kept with upper-case hex, so %2F stays
+//     distinct from '/';
+//   - '*' and '$' are special in patterns only (RFC 9309 §2.2.3): in a
+//     path they are encoded as %2A and %24 so that a pattern matching them
+//     literally, which must percent-encode them, matches. A '$' that does
+//     not end a pattern is literal and is encoded the same way.
+//
+// In patterns runs of '*' collapse to one. octets counts the output with
+// every '*' kept, the length used to rank rules.
+func normalize(s string, isPattern bool) (out string, octets int) {
+	first := firstChange(s, isPattern)
+	if first < 0 {
+		return s, len(s)
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:first])
+	octets = first
+	for i := first; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			v := unhex(s[i+1])<<4 | unhex(s[i+2])
+			i += 2
+			if isUnreserved(v) {
+				b.WriteByte(v)
+				octets++
+				continue
+			}
+			writeEscape(&b, v)
+			octets += 3
+		case c == '*' && isPattern:
+			octets++
+			if i > 0 && s[i-1] == '*' {
+				continue
+			}
+			b.WriteByte('*')
+		case needsEscape(c) || c == '*' || c == '$':
+			writeEscape(&b, c)
+			octets += 3
+		default:
+			b.WriteByte(c)
+			octets++
+		}
+	}
+	return b.String(), octets
+}
+
+// maybeChanged has a bit set for each byte below 64 that normalize may
+// rewrite: controls, space, '$', '%' and '*'.
+const maybeChanged = 1<<('!') - 1 | 1<<'$' | 1<<'%' | 1<<'*'
+
+// firstChange returns the index of the first byte normalize rewrites, or
+// -1: most paths and patterns are already normal and need no copy.
+func firstChange(s string, isPattern bool) int {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 64 && maybeChanged>>c&1 == 0 || c >= 64 && c < 0x7F {
+			continue
+		}
+		switch {
+		case c == '%':
+			if i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+				if isUnreserved(unhex(s[i+1])<<4|unhex(s[i+2])) || isLowerHex(s[i+1]) || isLowerHex(s[i+2]) {
+					return i
+				}
+				i += 2
+			}
+		case c == '*' && isPattern:
+			if i > 0 && s[i-1] == '*' {
+				return i
+			}
+		default:
+			return i
+		}
+	}
+	return -1
+}
+
+func needsEscape(c byte) bool { return c <= ' ' || c >= 0x7F }
+
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isLowerHex(c byte) bool { return 'a' <= c && c <= 'f' }
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+func writeEscape(b *strings.Builder, c byte) {
+	const hex = "0123456789ABCDEF"
+	b.WriteByte('%')
+	b.WriteByte(hex[c>>4])
+	b.WriteByte(hex[c&0xF])
+}

@@ -1,0 +1,199 @@
+package robots
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Robots is a parsed robots.txt. It is immutable, safe for concurrent use,
+// and keeps no reference to the body it was parsed from.
+type Robots struct {
+	agents    map[string]*ruleSet // by lower-cased product name
+	global    *ruleSet            // every "*" group merged; nil when there is none
+	sitemaps  []string
+	ignored   []IgnoredLine
+	parsed    int  // bytes read, at most the parse limit
+	truncated bool // the body was longer than the parse limit
+	lines     int
+	retained  int64
+}
+
+// ruleSet is the merged rules of every group naming one product.
+type ruleSet struct {
+	name       string // the product name as first written, or "*"
+	agentLines []int  // the user-agent lines that selected these groups
+	rules      []Rule // longest pattern first; allow before disallow when equal
+	crawlDelay time.Duration
+	hasDelay   bool
+}
+
+// Rule is one allow or disallow rule.
+type Rule struct {
+	Pattern string // as written in the file
+	Line    int
+	Allow   bool
+	// Implied marks the rule Google's parser, and robotsgate, add for
+	// "Allow: /dir/index.html": it allows "/dir/$" too, since that URL
+	// serves the same page.
+	Implied bool
+
+	pattern pattern
+}
+
+// String describes the rule for people: "disallow: /private/ (line 7)".
+func (r *Rule) String() string {
+	var b strings.Builder
+	if r.Allow {
+		b.WriteString("allow: ")
+	} else {
+		b.WriteString("disallow: ")
+	}
+	if r.Implied {
+		b.WriteString(impliedPattern(r.Pattern))
+	} else {
+		b.WriteString(r.Pattern)
+	}
+	b.WriteString(" (line ")
+	b.WriteString(strconv.Itoa(r.Line))
+	if r.Implied {
+		b.WriteString(", implied by ")
+		b.WriteString(r.Pattern)
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// impliedPattern is the directory pattern an index page allows:
+// "/dir/index.html" gives "/dir/$"; "" when the pattern names no index page.
+func impliedPattern(written string) string {
+	slash := strings.LastIndexByte(written, '/')
+	if slash < 0 || !strings.HasPrefix(written[slash:], "/index.htm") {
+		return ""
+	}
+	return written[:slash+1] + "$"
+}
+
+// IgnoredLine is a line that contributed nothing to the rules or, when it
+// was too long, only its beginning.
+type IgnoredLine struct {
+	Line   int
+	Reason IgnoreReason
+	// Key is the record's key as written, for unknown and unsupported
+	// records.
+	Key string
+}
+
+func (l IgnoredLine) String() string {
+	s := "line " + strconv.Itoa(l.Line) + ": " + l.Reason.String()
+	if l.Key != "" {
+		s += " " + strconv.Quote(l.Key)
+	}
+	return s
+}
+
+// IgnoreReason says why a line was ignored.
+type IgnoreReason uint8
+
+const (
+	// IgnoredNotRecord: the line is not a "key: value" record.
+	IgnoredNotRecord IgnoreReason = iota + 1
+	// IgnoredUnknownKey: nobody defines this key.
+	IgnoredUnknownKey
+	// IgnoredUnsupportedKey: other crawlers define this key (host,
+	// clean-param, noindex, ...); it has no effect here.
+	IgnoredUnsupportedKey
+	// IgnoredOutsideGroup: a rule or crawl-delay before any user-agent line.
+	IgnoredOutsideGroup
+	// IgnoredBadPattern: the pattern starts with neither '/' nor '*', so it
+	// can never match.
+	IgnoredBadPattern
+	// IgnoredNoProductName: the user-agent value names no product.
+	IgnoredNoProductName
+	// IgnoredBadCrawlDelay: the crawl-delay is not a number of seconds.
+	IgnoredBadCrawlDelay
+	// IgnoredTooLong: the line is longer than MaxLineBytes; only its
+	// beginning was read.
+	IgnoredTooLong
+	// IgnoredPastLimit: the line crosses the parse limit; it and
+	// everything after it were dropped.
+	IgnoredPastLimit
+)
+
+func (r IgnoreReason) String() string {
+	switch r {
+	case IgnoredNotRecord:
+		return `not a "key: value" record`
+	case IgnoredUnknownKey:
+		return "unknown key"
+	case IgnoredUnsupportedKey:
+		return "unsupported key"
+	case IgnoredOutsideGroup:
+		return "record before any user-agent line"
+	case IgnoredBadPattern:
+		return "pattern starts with neither / nor *: never matches"
+	case IgnoredNoProductName:
+		return "user-agent value names no product token"
+	case IgnoredBadCrawlDelay:
+		return "crawl-delay is not a number of seconds"
+	case IgnoredTooLong:
+		return "line longer than " + strconv.Itoa(MaxLineBytes) + " bytes: the rest was ignored"
+	case IgnoredPastLimit:
+		return "past the parse limit: this line and the rest of the file were ignored"
+	}
+	return "ignore reason " + strconv.Itoa(int(r))
+}
+
+// Sitemaps returns the sitemap URLs in file order, without duplicates.
+func (r *Robots) Sitemaps() []string {
+	if r == nil {
+		return nil
+	}
+	return r.sitemaps
+}
+
+// Ignored returns every line that did not fully count, in file order.
+func (r *Robots) Ignored() []IgnoredLine {
+	if r == nil {
+		return nil
+	}
+	return r.ignored
+}
+
+// Truncated reports whether the body was longer than the parse limit.
+func (r *Robots) Truncated() bool { return r != nil && r.truncated }
+
+// ParsedBytes is how many bytes of the body were parsed.
+func (r *Robots) ParsedBytes() int {
+	if r == nil {
+		return 0
+	}
+	return r.parsed
+}
+
+// Lines is the number of lines parsed.
+func (r *Robots) Lines() int {
+	if r == nil {
+		return 0
+	}
+	return r.lines
+}
+
+// RetainedBytes estimates the memory the parsed file keeps alive, for
+// charging it against a cache budget.
+func (r *Robots) RetainedBytes() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.retained
+}
+
+// CrawlDelay returns the crawl-delay of the groups that apply to token
+// (the largest, when several groups set one).
+func (r *Robots) CrawlDelay(token string) (time.Duration, bool) {
+	rs := r.ruleSetFor(token)
+	if rs == nil {
+		return 0, false
+	}
+	return rs.crawlDelay, rs.hasDelay
+}
