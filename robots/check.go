@@ -18,6 +18,10 @@ type Verdict struct {
 	// GroupLines are the lines of the user-agent records that selected
 	// those groups.
 	GroupLines []int
+	// Detail says how the robots.txt fetch went when that decided the
+	// verdict (CauseUnavailable, CauseUnreachable): "robots.txt 503",
+	// "robots.txt unreachable: connection refused".
+	Detail string
 }
 
 // Cause says what decided a verdict.
@@ -32,6 +36,13 @@ const (
 	CauseNoGroup
 	// CauseRobotsTxt: /robots.txt itself is always allowed.
 	CauseRobotsTxt
+	// CauseUnavailable: the robots.txt fetch answered 4xx (RFC 9309
+	// §2.3.1.3): no restrictions.
+	CauseUnavailable
+	// CauseUnreachable: the robots.txt fetch failed (5xx, 429, network
+	// error; RFC 9309 §2.3.1.4), or answered 401/403 where those are set
+	// to mean disallow: complete disallow.
+	CauseUnreachable
 )
 
 func (c Cause) String() string {
@@ -44,6 +55,10 @@ func (c Cause) String() string {
 		return "no group applies"
 	case CauseRobotsTxt:
 		return "robots.txt is always allowed"
+	case CauseUnavailable:
+		return "no restrictions"
+	case CauseUnreachable:
+		return "complete disallow"
 	}
 	return "cause " + strconv.Itoa(int(c))
 }
@@ -52,8 +67,11 @@ func (c Cause) String() string {
 // record or the check command: "disallow: /private/ (line 7)", "no
 // matching rule", ...
 func (v Verdict) Reason() string {
-	if v.Cause == CauseRule && v.Rule != nil {
+	switch {
+	case v.Cause == CauseRule && v.Rule != nil:
 		return v.Rule.String()
+	case v.Detail != "":
+		return v.Detail + ": " + v.Cause.String()
 	}
 	return v.Cause.String()
 }

@@ -1,0 +1,197 @@
+package robots
+
+import (
+	"strings"
+	"testing"
+)
+
+// fuzzSeeds are bodies worth mutating: the RFC examples, Google's odd
+// cases, and every-encoding mixes.
+var fuzzSeeds = []string{
+	"",
+	"User-Agent: *\nDisallow: *.gif$\nDisallow: /example/\nAllow: /publications/\n\nUser-Agent: foobot\nDisallow:/\nAllow:/example/page.html\nAllow:/example/allowed.gif\n\nUser-Agent: barbot\nUser-Agent: bazbot\nDisallow: /example/page.html\n\nUser-Agent: quxbot\n",
+	"user-agent FooBot\ndisallow /\n",
+	"\xEF\xBB\xBFUser-agent: *\r\nDisallow: /a%2Fb\rAllow: /a/%62\n",
+	"User-agent: *\nDisallow: /*a*a*a*b$\nAllow: /$\nDisallow: /index.html\nAllow: /dir/index.htm\n",
+	"useragent: MJ12bot\nDisalow: /\nCrawl-delay: 2\nSitemap: https://e.com/s.xml\nUser-agent: *MJ12bot*\nAllow: /ok\n",
+	"\xFF\xFEU\x00s\x00e\x00r\x00-\x00a\x00g\x00e\x00n\x00t\x00:\x00 \x00*\x00\n\x00D\x00i\x00s\x00a\x00l\x00l\x00o\x00w\x00:\x00 \x00/\x00",
+	"User-agent: gamma\x00\nDisallow: /nul\x00/\nDisallow: /latin-\xe9t\xe9\n#\x00\n",
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s), "/some/path?q=1")
+	}
+	f.Fuzz(func(t *testing.T, body []byte, path string) {
+		r := Parse(body)
+		if r.ParsedBytes() > len(body) || r.Lines() < 1 {
+			t.Fatalf("ParsedBytes %d of %d, Lines %d", r.ParsedBytes(), len(body), r.Lines())
+		}
+		for _, l := range r.Ignored() {
+			if l.Line < 1 || l.Line > r.Lines() {
+				t.Fatalf("ignored line %d outside 1..%d", l.Line, r.Lines())
+			}
+		}
+		if !r.Check("fuzzbot", "/robots.txt").Allowed {
+			t.Fatal("/robots.txt must always be allowed")
+		}
+		if r.RetainedBytes() <= 0 {
+			t.Fatal("RetainedBytes must be positive")
+		}
+		// The parse must not keep a view of the body: scribbling over the
+		// body changes no verdict.
+		before := r.Check("fuzzbot", path)
+		for i := range body {
+			body[i] = 'x'
+		}
+		after := r.Check("fuzzbot", path)
+		if before.Allowed != after.Allowed || before.Reason() != after.Reason() {
+			t.Fatalf("verdict changed after the body was overwritten: %q -> %q", before.Reason(), after.Reason())
+		}
+	})
+}
+
+// Appending "Disallow: /" to the group a crawler uses never makes the file
+// more permissive for it.
+func FuzzDisallowAllIsNeverMorePermissive(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s, "fuzzbot", "/example/page.html")
+	}
+	f.Fuzz(func(t *testing.T, body, token, path string) {
+		if len(body) > DefaultMaxBytes/2 || strings.HasPrefix(body, "\xFF\xFE") || strings.HasPrefix(body, "\xFE\xFF") {
+			return // past the limit, or UTF-16: appended ASCII would not be read as written
+		}
+		original := Parse([]byte(body))
+		v := original.Check(token, path)
+		name, global := ProductName(token)
+		var header string
+		switch {
+		case v.Group != "":
+			header = "User-agent: " + v.Group // the group the crawler uses
+		case global || name == "":
+			header = "User-agent: *"
+		default:
+			header = "User-agent: " + name
+		}
+		extended := Parse([]byte(body + "\n" + header + "\nDisallow: /\n"))
+		w := extended.Check(token, path)
+		if !v.Allowed && w.Allowed {
+			t.Fatalf("appending %q + Disallow: / allowed %q for %q: %s -> %s", header, path, token, v.Reason(), w.Reason())
+		}
+	})
+}
+
+func FuzzCheck(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s, "FooBot", "/example/page.html")
+		f.Add(s, "barbot", "/a%2fb/%E3%83%84?x=$*")
+	}
+	f.Fuzz(func(t *testing.T, body, token, path string) {
+		r := Parse([]byte(body))
+		v := r.Check(token, path)
+		switch v.Cause {
+		case CauseRule:
+			if v.Rule == nil || v.Rule.Allow != v.Allowed {
+				t.Fatalf("rule verdict %+v", v)
+			}
+		case CauseNoMatchingRule, CauseNoGroup, CauseRobotsTxt:
+			if !v.Allowed || v.Rule != nil {
+				t.Fatalf("%v verdict must allow with no rule: %+v", v.Cause, v)
+			}
+		default:
+			t.Fatalf("unknown cause %v", v.Cause)
+		}
+		// Normalising twice changes nothing, so the verdict is the same.
+		if w := r.Check(token, normalizePath(path)); w.Allowed != v.Allowed || w.Rule != v.Rule {
+			t.Fatalf("verdict differs for the normalised path: %q vs %q", v.Reason(), w.Reason())
+		}
+		// Tokens compare case-insensitively.
+		if w := r.Check(strings.ToUpper(token), path); isASCII(token) && (w.Allowed != v.Allowed || w.Rule != v.Rule) {
+			t.Fatalf("verdict differs for the upper-cased token: %q vs %q", v.Reason(), w.Reason())
+		}
+		// The verdict is the one a brute-force reading of the rules gives.
+		rs := r.ruleSetFor(token)
+		if rs == nil || v.Cause == CauseRobotsTxt {
+			return
+		}
+		norm := normalizePath(path)
+		var best *Rule
+		for i := range rs.rules {
+			rule := &rs.rules[i]
+			if !referenceMatch(rule.pattern, norm) {
+				continue
+			}
+			if best == nil || rule.pattern.octets > best.pattern.octets ||
+				rule.pattern.octets == best.pattern.octets && rule.Allow && !best.Allow {
+				best = rule
+			}
+		}
+		switch {
+		case best == nil && v.Cause != CauseNoMatchingRule:
+			t.Fatalf("no rule matches %q but the verdict is %q", norm, v.Reason())
+		case best != nil && (v.Rule == nil || best.Allow != v.Allowed || best.pattern.octets != v.Rule.pattern.octets):
+			t.Fatalf("%q: brute force picks %s, Check picked %q", norm, best, v.Reason())
+		}
+	})
+}
+
+// FuzzMatch compares the linear matcher with a textbook dynamic program.
+func FuzzMatch(f *testing.F) {
+	f.Add("/*a*a*b$", "/aaab")
+	f.Add("/fish*.php", "/fishheads/catfish.php?x")
+	f.Add("*.gif$", "/a.gif")
+	f.Add("/a**b", "/ab")
+	f.Fuzz(func(t *testing.T, pat, path string) {
+		p, ok := compilePattern(pat)
+		if !ok {
+			return
+		}
+		norm := normalizePath(path)
+		if got, want := p.match(norm), referenceMatch(p, norm); got != want {
+			t.Fatalf("pattern %q (expr %q anchored %v) on %q: match %v, reference %v", pat, p.expr, p.anchored, norm, got, want)
+		}
+	})
+}
+
+// referenceMatch is an O(len(expr)*len(path)) dynamic program over the
+// pattern: reach[j] says whether path[:j] can be matched so far.
+func referenceMatch(p pattern, path string) bool {
+	reach := make([]bool, len(path)+1)
+	reach[0] = true
+	for i := 0; i < len(p.expr); i++ {
+		next := make([]bool, len(path)+1)
+		for j := 0; j <= len(path); j++ {
+			if !reach[j] {
+				continue
+			}
+			if p.expr[i] == '*' {
+				for k := j; k <= len(path); k++ {
+					next[k] = true
+				}
+				break
+			}
+			if j < len(path) && path[j] == p.expr[i] {
+				next[j+1] = true
+			}
+		}
+		reach = next
+	}
+	if p.anchored {
+		return reach[len(path)]
+	}
+	for _, ok := range reach {
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
