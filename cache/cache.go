@@ -1,0 +1,571 @@
+// Package cache is robotsgate's per-origin memory: it keeps, per key (an
+// origin such as "https://example.com:443"), the value a LoadFunc produced,
+// bounded by a memory budget in bytes, fresh for a time the source may ask
+// for, loaded once per key at a time, and kept serving a last good value
+// while the source is failing. It is generic over the value and knows
+// nothing about HTTP or robots.txt.
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+	"golang.org/x/sync/singleflight"
+)
+
+// Result is what a LoadFunc produced for a key.
+type Result[V any] struct {
+	// Value is what Get returns for the key.
+	Value V
+	// Cost is the number of bytes Value retains in memory; it is charged
+	// against Options.MaxBytes (negative counts as 0).
+	Cost int64
+	// MaxAge is the freshness the source asked for (for example
+	// Cache-Control max-age), clamped to [Options.MinAge, Options.MaxAge].
+	// Zero means "no preference": the value is kept Options.MaxAge, which is
+	// what RFC 9309 §2.4 allows for a robots.txt without cache headers.
+	// A negative MaxAge is treated like NoStore.
+	MaxAge time.Duration
+	// NoStore reports that the source forbade keeping the value or asked for
+	// revalidation on every use (no-store, no-cache, max-age=0). The value
+	// is then kept only Options.MinAge, so such a source cannot make every
+	// request refetch. NoStore takes precedence over MaxAge.
+	NoStore bool
+	// Failed marks a transient failure (source unreachable). A Failed
+	// result does not replace a good value younger than Options.MaxStale;
+	// without one it is served until the next retry. MaxAge and NoStore
+	// are ignored for a Failed result: the retry backoff decides.
+	Failed bool
+	// Outcome is a short label counted in Stats.Loads (for example "ok",
+	// "unavailable", "unreachable"). Empty means "ok", or "failed" when
+	// Failed is set.
+	Outcome string
+}
+
+// LoadFunc produces the value for key. It runs at most once per key at a
+// time, on a context that carries the values of the first waiting caller's
+// context but is never cancelled by callers giving up: the LoadFunc must
+// bound its own running time. It should not panic; if it does, the panic is
+// recovered, logged, and the waiting Gets return ErrLoadPanicked.
+type LoadFunc[V any] func(ctx context.Context, key string) Result[V]
+
+// ErrLoadPanicked is wrapped by the error Get returns when the LoadFunc
+// panicked. Nothing is cached then; the next Get loads again.
+var ErrLoadPanicked = errors.New("load panicked")
+
+// Source says where the value returned by Get came from.
+type Source uint8
+
+// Sources of a value returned by Get.
+const (
+	// SourceHit: served from memory, no load ran for this Get.
+	SourceHit Source = iota + 1
+	// SourceLoaded: this Get waited for a load (its own or one it joined).
+	SourceLoaded
+	// SourceStale: a good value past its freshness, served because the
+	// loads since then failed.
+	SourceStale
+)
+
+// String returns "hit", "loaded" or "stale".
+func (s Source) String() string {
+	switch s {
+	case SourceHit:
+		return "hit"
+	case SourceLoaded:
+		return "loaded"
+	case SourceStale:
+		return "stale"
+	default:
+		return fmt.Sprintf("Source(%d)", uint8(s))
+	}
+}
+
+// Info describes the value returned by Get.
+type Info struct {
+	// Source says how this Get obtained the value.
+	Source Source
+	// Outcome is the Result.Outcome of the load that produced the value.
+	Outcome string
+	// LastOutcome is the Result.Outcome of the most recent load for the
+	// key; it differs from Outcome when a stale value is served.
+	LastOutcome string
+	// Failed reports that the value is a Failed result: loads are failing
+	// and no good value younger than Options.MaxStale exists.
+	Failed bool
+	// Failures counts the consecutive failed loads for the key (0 after a
+	// successful one).
+	Failures int
+	// LoadedAt is when the load that produced the value finished.
+	LoadedAt time.Time
+	// ExpiresAt is when the next Get loads again: the end of freshness, or
+	// the next retry after a failure.
+	ExpiresAt time.Time
+}
+
+// Stats is a snapshot of the cache's counters since New.
+type Stats struct {
+	// Hits counts Gets answered from memory without waiting for a load.
+	Hits uint64
+	// Misses counts Gets that found no fresh value and waited for a load
+	// (including those whose context ended while waiting).
+	Misses uint64
+	// Loads counts LoadFunc calls by Result.Outcome ("panic" for a
+	// LoadFunc that panicked).
+	Loads map[string]uint64
+	// FailedLoads counts loads whose Result was Failed, or that panicked.
+	FailedLoads uint64
+	// StaleServes counts Gets answered with SourceStale.
+	StaleServes uint64
+	// Evictions counts entries dropped to stay within MaxBytes.
+	Evictions uint64
+	// Expirations counts entries dropped because they outlived their use
+	// (see Cache).
+	Expirations uint64
+	// Rejections counts loaded values ristretto did not take (refused by
+	// its admission policy, or dropped from its full write buffer); they
+	// were kept in the admission window instead.
+	Rejections uint64
+	// Uncacheable counts loaded values too large to keep at all; they were
+	// returned to the waiting Gets and not cached.
+	Uncacheable uint64
+	// CostBytes is the number of bytes currently charged against MaxBytes.
+	CostBytes int64
+	// MaxBytes is the budget.
+	MaxBytes int64
+}
+
+const (
+	// entryOverhead is what one entry costs the cache beyond Result.Cost:
+	// the entry itself and its slots in ristretto's store, policy and
+	// expiry maps. BenchmarkEntryOverhead measures 325-370 bytes when many
+	// entries share an expiry bucket (ristretto's are 5 s wide) and about
+	// 550 when every entry has a bucket of its own, the worst case.
+	entryOverhead = 576
+	// typicalEntryBytes sizes ristretto's frequency sketch: ten counters
+	// per entry of this size that fits in the budget, as ristretto advises.
+	typicalEntryBytes = 4 << 10
+	minCounters       = 1 << 10
+	// windowShare is the fraction (1/windowShare) of MaxBytes given to the
+	// admission window.
+	windowShare = 16
+	// ttlTickerSeconds sets how often ristretto drops expired entries
+	// (every half of it). Expired entries are already invisible to Get, so
+	// this only bounds how long their memory lingers; a slow ticker keeps
+	// the goroutine mostly asleep (and testing/synctest bubbles cheap).
+	ttlTickerSeconds = 600
+)
+
+// Cache maps keys to values produced by a LoadFunc. It is safe for
+// concurrent use.
+//
+// Storage is a ristretto cache bounded by cost (Result.Cost plus a fixed
+// per-entry overhead), with a small LRU beside it, 1/16 of MaxBytes, for
+// just-loaded values ristretto's admission policy refuses. An entry stays in memory until it is of no further use:
+// past both its next reload time and the end of its stale-serving horizon,
+// plus Options.MaxRetryAfter so that the failure count of a key that keeps
+// failing survives between retries. Ristretto's TTL drops it then.
+type Cache[V any] struct {
+	opts    Options
+	load    LoadFunc[V]
+	log     *slog.Logger
+	main    *ristretto.Cache[string, *entry[V]]
+	window  *admissionWindow[V]
+	flights singleflight.Group
+
+	// closeMu makes Close exclusive with every use of main: ristretto
+	// panics (send on closed channel) when used during its Close.
+	closeMu sync.RWMutex
+	closed  atomic.Bool
+
+	hits, misses, staleServes, failedLoads atomic.Uint64
+	evictions, expirations                 atomic.Uint64
+	rejections, uncacheable                atomic.Uint64
+	loadsMu                                sync.Mutex
+	loads                                  map[string]uint64
+}
+
+// entry is one key's state. It is immutable once stored, except for
+// rejected, so the hit path reads it without locks.
+type entry[V any] struct {
+	value V
+	// info is returned by Get with Source filled in.
+	info Info
+	// stale marks a good value served because loads are failing.
+	stale bool
+	// cost is what the entry is charged: Result.Cost plus entryOverhead.
+	cost int64
+	// goodAt is when value was loaded, if it is a good (non-Failed) value;
+	// zero otherwise.
+	goodAt time.Time
+	// keepUntil is when the entry stops being useful and leaves memory.
+	keepUntil time.Time
+	// rejected is set by ristretto's OnReject when its admission policy
+	// refused the entry.
+	rejected atomic.Bool
+}
+
+// flightResult is what one singleflight call hands to its waiters.
+type flightResult[V any] struct {
+	e *entry[V]
+	// loaded is false when the flight found a fresh entry another flight
+	// had just stored, and did not call the LoadFunc.
+	loaded bool
+}
+
+// New returns a Cache that calls load for keys it does not hold fresh.
+// It validates opts (see Options for the defaults of zero fields).
+// Close must be called to stop its background goroutines.
+func New[V any](opts Options, load LoadFunc[V]) (*Cache[V], error) {
+	if load == nil {
+		return nil, errors.New("cache: nil LoadFunc")
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	windowBytes := opts.MaxBytes / windowShare
+	c := &Cache[V]{
+		opts:   opts,
+		load:   load,
+		log:    opts.Logger,
+		window: newAdmissionWindow[V](windowBytes),
+		loads:  make(map[string]uint64),
+	}
+	c.main, err = ristretto.NewCache(c.ristrettoConfig(opts.MaxBytes - windowBytes))
+	if err != nil {
+		return nil, fmt.Errorf("cache: creating ristretto cache: %w", err)
+	}
+	return c, nil
+}
+
+// ristrettoConfig configures the ristretto cache holding up to maxCost.
+func (c *Cache[V]) ristrettoConfig(maxCost int64) *ristretto.Config[string, *entry[V]] {
+	return &ristretto.Config[string, *entry[V]]{
+		NumCounters:            max(10*c.opts.MaxBytes/typicalEntryBytes, minCounters),
+		MaxCost:                maxCost,
+		BufferItems:            64,
+		IgnoreInternalCost:     true, // entryOverhead already covers it
+		TtlTickerDurationInSec: ttlTickerSeconds,
+		OnEvict:                c.onEvict,
+		OnReject: func(it *ristretto.Item[*entry[V]]) {
+			if it.Value != nil {
+				it.Value.rejected.Store(true)
+			}
+		},
+	}
+}
+
+// Options returns the options in effect, defaults filled in.
+func (c *Cache[V]) Options() Options { return c.opts }
+
+// Get returns the value for key: from memory while it is fresh, otherwise
+// after a load (one per key at a time; concurrent Gets wait for it). The
+// error is non-nil only when ctx ends before a value is available (it wraps
+// ctx.Err(); the load goes on for the other callers) or when the LoadFunc
+// panicked (it wraps ErrLoadPanicked).
+func (c *Cache[V]) Get(ctx context.Context, key string) (V, Info, error) {
+	now := time.Now()
+	if e, _ := c.lookup(key, now); e != nil && now.Before(e.info.ExpiresAt) {
+		c.hits.Add(1)
+		return c.serve(e, SourceHit)
+	}
+	c.misses.Add(1)
+	var zero V
+	if err := ctx.Err(); err != nil {
+		return zero, Info{}, fmt.Errorf("cache: get %q: %w", key, err)
+	}
+	detached := context.WithoutCancel(ctx)
+	ch := c.flights.DoChan(key, func() (any, error) { return c.refresh(detached, key) })
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return zero, Info{}, r.Err
+		}
+		f := r.Val.(flightResult[V])
+		if f.loaded {
+			return c.serve(f.e, SourceLoaded)
+		}
+		return c.serve(f.e, SourceHit)
+	case <-ctx.Done():
+		return zero, Info{}, fmt.Errorf("cache: get %q: %w", key, ctx.Err())
+	}
+}
+
+// serve returns e's value and Info with its source.
+func (c *Cache[V]) serve(e *entry[V], src Source) (V, Info, error) {
+	info := e.info
+	info.Source = src
+	if e.stale {
+		info.Source = SourceStale
+		c.staleServes.Add(1)
+	}
+	return e.value, info, nil
+}
+
+// lookup returns the entry held for key, fresh or not, and whether it is
+// in ristretto (rather than the admission window). It returns nil after
+// Close.
+func (c *Cache[V]) lookup(key string, now time.Time) (*entry[V], bool) {
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	if c.closed.Load() {
+		return nil, false
+	}
+	if e, ok := c.main.Get(key); ok {
+		return e, true
+	}
+	return c.window.get(key, now), false
+}
+
+// refresh runs inside a singleflight call: it loads key and stores the
+// result, unless a flight that ended just before this one started already
+// stored a fresh entry (the caller missed before that store, joined no
+// flight, and must not cause a second load).
+func (c *Cache[V]) refresh(ctx context.Context, key string) (any, error) {
+	prev, prevInMain := c.lookup(key, time.Now())
+	if prev != nil && time.Now().Before(prev.info.ExpiresAt) {
+		return flightResult[V]{e: prev}, nil
+	}
+	r, err := c.call(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	e := c.settle(key, prev, r, time.Now())
+	c.store(key, e, prev, prevInMain)
+	return flightResult[V]{e: e, loaded: true}, nil
+}
+
+// call runs the LoadFunc, turning a panic into an error: singleflight would
+// otherwise re-panic it on a fresh goroutine and end the process.
+func (c *Cache[V]) call(ctx context.Context, key string) (r Result[V], err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.countLoad("panic", true)
+			c.log.Error("cache: load panicked", "key", key, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("cache: load %q: %w: %v", key, ErrLoadPanicked, p)
+		}
+	}()
+	r = c.load(ctx, key)
+	if r.Outcome == "" {
+		r.Outcome = "ok"
+		if r.Failed {
+			r.Outcome = "failed"
+		}
+	}
+	c.countLoad(r.Outcome, r.Failed)
+	return r, nil
+}
+
+func (c *Cache[V]) countLoad(outcome string, failed bool) {
+	if failed {
+		c.failedLoads.Add(1)
+	}
+	c.loadsMu.Lock()
+	c.loads[outcome]++
+	c.loadsMu.Unlock()
+}
+
+// settle turns a load result into the entry to store, given the entry held
+// before the load (nil if none).
+func (c *Cache[V]) settle(key string, prev *entry[V], r Result[V], now time.Time) *entry[V] {
+	if !r.Failed {
+		expires := now.Add(c.freshness(r))
+		return &entry[V]{
+			value: r.Value,
+			info: Info{
+				Outcome:     r.Outcome,
+				LastOutcome: r.Outcome,
+				LoadedAt:    now,
+				ExpiresAt:   expires,
+			},
+			cost:      chargedCost(r.Cost),
+			goodAt:    now,
+			keepUntil: c.keepUntil(expires, now.Add(c.opts.MaxStale)),
+		}
+	}
+
+	failures := 1
+	if prev != nil {
+		failures = prev.info.Failures + 1
+	}
+	retryAt := now.Add(c.backoff(failures))
+	if prev != nil && !prev.goodAt.IsZero() && now.Sub(prev.goodAt) < c.opts.MaxStale {
+		staleUntil := prev.goodAt.Add(c.opts.MaxStale)
+		expires := retryAt
+		if staleUntil.Before(expires) {
+			expires = staleUntil // the next Get past the horizon must not serve it
+		}
+		c.log.Warn("cache: load failed, serving stale value",
+			"key", key, "outcome", r.Outcome, "failures", failures,
+			"loaded_at", prev.goodAt, "retry_at", expires)
+		return &entry[V]{
+			value: prev.value,
+			info: Info{
+				Outcome:     prev.info.Outcome,
+				LastOutcome: r.Outcome,
+				Failures:    failures,
+				LoadedAt:    prev.goodAt,
+				ExpiresAt:   expires,
+			},
+			stale:     true,
+			cost:      prev.cost,
+			goodAt:    prev.goodAt,
+			keepUntil: c.keepUntil(expires, staleUntil),
+		}
+	}
+
+	attrs := []any{"key", key, "outcome", r.Outcome, "failures", failures, "retry_at", retryAt}
+	if prev != nil && !prev.goodAt.IsZero() {
+		attrs = append(attrs, "stale_value_loaded_at", prev.goodAt, "max_stale", c.opts.MaxStale)
+	}
+	c.log.Warn("cache: load failed, no usable stale value", attrs...)
+	return &entry[V]{
+		value: r.Value,
+		info: Info{
+			Outcome:     r.Outcome,
+			LastOutcome: r.Outcome,
+			Failed:      true,
+			Failures:    failures,
+			LoadedAt:    now,
+			ExpiresAt:   retryAt,
+		},
+		cost:      chargedCost(r.Cost),
+		keepUntil: c.keepUntil(retryAt, time.Time{}),
+	}
+}
+
+// freshness is how long a good result stays fresh.
+func (c *Cache[V]) freshness(r Result[V]) time.Duration {
+	switch {
+	case r.NoStore || r.MaxAge < 0:
+		return c.opts.MinAge
+	case r.MaxAge == 0:
+		return c.opts.MaxAge
+	default:
+		return min(max(r.MaxAge, c.opts.MinAge), c.opts.MaxAge)
+	}
+}
+
+// backoff is the wait before retrying after the given number of
+// consecutive failures: RetryAfter doubled per failure after the first,
+// capped at MaxRetryAfter.
+func (c *Cache[V]) backoff(failures int) time.Duration {
+	d := c.opts.RetryAfter
+	for i := 1; i < failures && d < c.opts.MaxRetryAfter; i++ {
+		d *= 2
+	}
+	return min(d, c.opts.MaxRetryAfter)
+}
+
+// keepUntil is when an entry that reloads at expires and can serve a stale
+// value until staleUntil (zero: cannot) stops being useful.
+func (c *Cache[V]) keepUntil(expires, staleUntil time.Time) time.Time {
+	if staleUntil.After(expires) {
+		expires = staleUntil
+	}
+	return expires.Add(c.opts.MaxRetryAfter)
+}
+
+func chargedCost(cost int64) int64 { return max(cost, 0) + entryOverhead }
+
+// store makes e the entry for key and makes sure the next lookup finds it.
+//
+// Ristretto's Set is asynchronous and may drop an item: when its buffer is
+// full (Set returns false) and, for a new key in a full cache, when the
+// TinyLFU admission policy estimates the key less frequently used than the
+// entries it would evict (reported through OnReject). A just-loaded origin
+// has had almost no accesses yet, so under budget pressure it would be
+// refused again and again, and every request to it would refetch its
+// robots.txt. Hence: Set, then Wait (after which the item is either stored
+// or rejected, since ristretto applies its buffer in order), and an entry
+// that did not get in goes to the admission window, a small LRU beside
+// ristretto (as in W-TinyLFU), where it stays while in use and builds up the
+// access frequency it needs to be admitted on its next reload.
+//
+// An update of a key ristretto holds replaces the value at once and skips
+// admission, but ristretto then adjusts its used cost without evicting. So
+// only a value that does not grow replaces the one found in ristretto in
+// place; otherwise the key is deleted first (it may also be held there
+// expired, invisible to lookups) and set anew, evicting as needed.
+func (c *Cache[V]) store(key string, e, prev *entry[V], prevInMain bool) {
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	if c.closed.Load() {
+		return
+	}
+	c.window.remove(key)
+	if !prevInMain || e.cost > prev.cost {
+		c.main.Del(key)
+	}
+	set := c.main.SetWithTTL(key, e, e.cost, time.Until(e.keepUntil))
+	c.main.Wait()
+	if set && !e.rejected.Load() {
+		return
+	}
+	c.rejections.Add(1)
+	if !c.window.put(key, e) {
+		c.uncacheable.Add(1)
+		c.log.Warn("cache: value too large to cache", "key", key, "cost", e.cost, "max_bytes", c.opts.MaxBytes)
+	}
+}
+
+// onEvict counts ristretto's removals: victims of the budget carry no
+// expiration, entries its TTL cleanup dropped carry a past one.
+func (c *Cache[V]) onEvict(it *ristretto.Item[*entry[V]]) {
+	if c.closed.Load() {
+		return // Close empties the cache; that is not an eviction
+	}
+	if !it.Expiration.IsZero() && !it.Expiration.After(time.Now()) {
+		c.expirations.Add(1)
+		return
+	}
+	c.evictions.Add(1)
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Cache[V]) Stats() Stats {
+	s := Stats{
+		Hits:        c.hits.Load(),
+		Misses:      c.misses.Load(),
+		FailedLoads: c.failedLoads.Load(),
+		StaleServes: c.staleServes.Load(),
+		Evictions:   c.evictions.Load() + c.window.evictions.Load(),
+		Expirations: c.expirations.Load() + c.window.expirations.Load(),
+		Rejections:  c.rejections.Load(),
+		Uncacheable: c.uncacheable.Load(),
+		MaxBytes:    c.opts.MaxBytes,
+	}
+	c.loadsMu.Lock()
+	s.Loads = make(map[string]uint64, len(c.loads))
+	for k, v := range c.loads {
+		s.Loads[k] = v
+	}
+	c.loadsMu.Unlock()
+	c.closeMu.RLock()
+	if !c.closed.Load() {
+		s.CostBytes = c.main.MaxCost() - c.main.RemainingCost() + c.window.bytes()
+	}
+	c.closeMu.RUnlock()
+	return s
+}
+
+// Close stops the cache's background goroutines and frees its memory.
+// Gets after Close still load, but nothing is cached. Close is idempotent.
+func (c *Cache[V]) Close() {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed.Load() {
+		return
+	}
+	c.closed.Store(true)
+	c.main.Close()
+	c.window.clear()
+}

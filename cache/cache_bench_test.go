@@ -1,0 +1,105 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// BenchmarkLookupHit measures Get of a cached key from all cores at once.
+func BenchmarkLookupHit(b *testing.B) {
+	value := make([]byte, 2048)
+	c, err := New(Options{}, func(context.Context, string) Result[[]byte] {
+		return Result[[]byte]{Value: value, Cost: int64(len(value))}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	const key = "https://www.example.com:443"
+	if _, _, err := c.Get(ctx, key); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_, info, err := c.Get(ctx, key)
+			if err != nil || info.Source != SourceHit {
+				b.Errorf("Get = %v, %v; want a hit", info.Source, err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	if loads := c.Stats().Loads["ok"]; loads != 1 {
+		b.Fatalf("%d loads, want 1", loads)
+	}
+}
+
+// BenchmarkEntryOverhead measures the heap one cached entry holds beyond its
+// Result.Cost (zero here) and reports it as bytes/entry, to check the
+// entryOverhead constant charged per entry. Ristretto files entries with a
+// TTL in 5-second expiry buckets (small maps), so the figure depends on how
+// many entries share a bucket: "shared-bucket" loads everything with the
+// same expiry, "own-bucket" gives every entry an expiry 5 s after the
+// previous one, the worst case.
+func BenchmarkEntryOverhead(b *testing.B) {
+	b.Run("shared-bucket", func(b *testing.B) {
+		benchmarkEntryOverhead(b, Options{MaxBytes: 1 << 30}, func(int) time.Duration { return 0 })
+	})
+	b.Run("own-bucket", func(b *testing.B) {
+		opts := Options{MaxBytes: 1 << 30, MaxAge: 24 * 365 * time.Hour, MaxStale: time.Nanosecond}
+		benchmarkEntryOverhead(b, opts, func(i int) time.Duration { return time.Hour + time.Duration(i)*5*time.Second })
+	})
+}
+
+func benchmarkEntryOverhead(b *testing.B, opts Options, maxAge func(i int) time.Duration) {
+	const entries = 50_000
+	keys := make([]string, entries)
+	ages := make(map[string]time.Duration, entries)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("https://host-%06d.example.com:443", i)
+		ages[keys[i]] = maxAge(i)
+	}
+	load := func(_ context.Context, key string) Result[int] {
+		return Result[int]{Value: 1, MaxAge: ages[key]}
+	}
+	ctx := context.Background()
+	var perEntry float64
+	for range b.N {
+		c, err := New(opts, load)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		// Twice: a closed cache's memory stays reachable from its sync.Pool
+		// until the pool's victim cache is dropped by a second collection.
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for _, k := range keys {
+			if _, _, err := c.Get(ctx, k); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if s := c.Stats(); s.Rejections != 0 || s.Evictions != 0 || s.CostBytes != entries*entryOverhead {
+			b.Fatalf("entries left ristretto: %+v", s)
+		}
+		perEntry += float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / entries
+		for _, k := range keys[:10] { // the entries must still be there
+			if _, info, _ := c.Get(ctx, k); info.Source != SourceHit {
+				b.Fatalf("%s: %v, want hit", k, info.Source)
+			}
+		}
+		c.Close()
+	}
+	runtime.KeepAlive(keys)
+	b.ReportMetric(perEntry/float64(b.N), "bytes/entry")
+	b.ReportMetric(entryOverhead, "charged-bytes/entry")
+}
