@@ -106,6 +106,36 @@ func (r *Robots) Check(token, pathAndQuery string) Verdict {
 	return Verdict{Allowed: true, Cause: CauseNoMatchingRule, Group: rs.name, GroupLines: rs.agentLines}
 }
 
+// IsRobotsTxt reports whether pathAndQuery names /robots.txt itself, which
+// every crawler may fetch (RFC 9309 §2.2.2).
+func IsRobotsTxt(pathAndQuery string) bool { return isRobotsTxt(normalizePath(pathAndQuery)) }
+
+// DisallowsAll reports whether token may fetch nothing on the site but
+// /robots.txt: the groups that apply have a rule disallowing every path
+// and no allow rule at all. The verdict cites that rule. A proxy that
+// cannot see paths (a tunnel it does not intercept) can refuse such a
+// crawler outright and must let any other through.
+func (r *Robots) DisallowsAll(token string) (Verdict, bool) {
+	rs := r.ruleSetFor(token)
+	if rs == nil {
+		return Verdict{Allowed: true, Cause: CauseNoGroup}, false
+	}
+	var everything *Rule
+	for i := range rs.rules {
+		rule := &rs.rules[i]
+		if rule.Allow {
+			return Verdict{}, false
+		}
+		if p := rule.pattern; !p.anchored && (p.expr == "/" || p.expr == "*" || p.expr == "/*") {
+			everything = rule
+		}
+	}
+	if everything == nil {
+		return Verdict{}, false
+	}
+	return Verdict{Allowed: false, Cause: CauseRule, Rule: everything, Group: rs.name, GroupLines: rs.agentLines}, true
+}
+
 func isRobotsTxt(path string) bool {
 	rest, ok := strings.CutPrefix(path, "/robots.txt")
 	return ok && (rest == "" || rest[0] == '?')

@@ -486,3 +486,50 @@ func TestCheckDoesNotAllocate(t *testing.T) {
 		t.Errorf("Check allocates %v times per call on a normal path, want 0", allocs)
 	}
 }
+
+func TestDisallowsAll(t *testing.T) {
+	r := Parse([]byte(`User-agent: GPTBot
+Disallow: /
+
+User-agent: CCBot
+Disallow: /*
+Disallow: /private/
+
+User-agent: Googlebot
+Disallow: /
+Allow: /$
+
+User-agent: bingbot
+Disallow: /private/
+
+User-agent: *
+Disallow: *
+`))
+	for _, c := range []struct {
+		token string
+		all   bool
+		rule  string
+	}{
+		{"GPTBot", true, "disallow: / (line 2)"},
+		{"ccbot", true, "disallow: /* (line 5)"},
+		{"Googlebot", false, ""}, // the home page is allowed
+		{"bingbot", false, ""},
+		{"OtherBot", true, "disallow: * (line 16)"},
+	} {
+		v, all := r.DisallowsAll(c.token)
+		if all != c.all || (all && v.Reason() != c.rule) {
+			t.Errorf("DisallowsAll(%q) = %v %q, want %v %q", c.token, all, v.Reason(), c.all, c.rule)
+		}
+		if all && r.Check(c.token, "/anything").Allowed {
+			t.Errorf("%s: DisallowsAll but /anything is allowed", c.token)
+		}
+	}
+	if _, all := Parse([]byte("User-agent: a\nDisallow: /\n")).DisallowsAll("b"); all {
+		t.Error("no group applies to b: nothing is disallowed")
+	}
+	for path, want := range map[string]bool{"/robots.txt": true, "/robots%2etxt?x": true, "/robots.txt/x": false, "/": false} {
+		if IsRobotsTxt(path) != want {
+			t.Errorf("IsRobotsTxt(%q) = %v, want %v", path, !want, want)
+		}
+	}
+}
