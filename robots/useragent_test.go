@@ -2,9 +2,7 @@ package robots
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -235,7 +233,7 @@ func FuzzProductToken(f *testing.F) {
 	}
 	// The real headers make good seeds; without the shared folder the fuzzer
 	// still runs on the seeds above.
-	if _, err := os.Stat(userAgentsShared); err == nil {
+	if _, err := os.Stat(sharedDir); err == nil {
 		for _, name := range []string{"crawler-user-agents.json", "crawler-user-agents-ambiguous.json"} {
 			for _, e := range readUserAgents(f, name) {
 				f.Add(e.UserAgent)
@@ -308,38 +306,15 @@ type userAgentEntry struct {
 	Confidence string `json:"confidence"`
 }
 
-// userAgentsShared is the project's shared test data, beside the repository:
-// two levels above the package folder, both in robots/ and in a scratch module.
-const userAgentsShared = "../../shared"
-
-// readUserAgents reads a crawler data file from the shared folder. It skips
-// the test only when the whole folder is absent; a missing file inside it is a
-// failure.
+// readUserAgents reads a crawler data file from the shared folder.
 func readUserAgents(tb testing.TB, name string) []userAgentEntry {
 	tb.Helper()
-	if _, err := os.Stat(userAgentsShared); err != nil {
-		tb.Skipf("test data folder %s is absent (%v): place shared/ beside the repository to run this test", userAgentsShared, err)
-	}
-	entries, err := loadUserAgents(name)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return entries
-}
-
-// loadUserAgents reads and decodes the shared data file data/name.
-func loadUserAgents(name string) ([]userAgentEntry, error) {
-	path := filepath.Join(userAgentsShared, "data", name)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading shared test data: %w", err)
-	}
 	var entries []userAgentEntry
-	if err := json.Unmarshal(data, &entries); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", path, err)
+	if err := json.Unmarshal(readShared(tb, "data/"+name), &entries); err != nil {
+		tb.Fatalf("decoding %s: %v", name, err)
 	}
 	if len(entries) == 0 {
-		return nil, fmt.Errorf("%s has no entries", path)
+		tb.Fatalf("%s has no entries", name)
 	}
-	return entries, nil
+	return entries
 }
