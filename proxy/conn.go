@@ -1,0 +1,104 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// connTracker wraps every accepted client connection: it closes one that
+// stays silent for the idle timeout, and it can close all of them at
+// shutdown. net/http forgets a connection once goproxy hijacks it for a
+// tunnel, so without this an idle or stuck tunnel would live forever.
+type connTracker struct {
+	idle  time.Duration
+	mu    sync.Mutex
+	conns map[*idleConn]struct{}
+}
+
+func newConnTracker(idle time.Duration) *connTracker {
+	return &connTracker{idle: idle, conns: make(map[*idleConn]struct{})}
+}
+
+func (t *connTracker) listen(ln net.Listener) net.Listener {
+	return &trackingListener{Listener: ln, t: t}
+}
+
+func (t *connTracker) closeAll() {
+	t.mu.Lock()
+	conns := make([]*idleConn, 0, len(t.conns))
+	for c := range t.conns {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+type trackingListener struct {
+	net.Listener
+	t *connTracker
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	ic := &idleConn{Conn: c, t: l.t}
+	ic.timer = time.AfterFunc(l.t.idle, func() { ic.Close() })
+	l.t.mu.Lock()
+	l.t.conns[ic] = struct{}{}
+	l.t.mu.Unlock()
+	return ic, nil
+}
+
+// idleConn is closed when no byte has moved for the idle timeout. Reads
+// and writes push the deadline back; a read or write blocked longer than
+// that is cut.
+type idleConn struct {
+	net.Conn
+	t         *connTracker
+	timer     *time.Timer
+	closeOnce sync.Once
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	c.timer.Reset(c.t.idle)
+	return c.Conn.Read(p)
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	c.timer.Reset(c.t.idle)
+	return c.Conn.Write(p)
+}
+
+func (c *idleConn) Close() error {
+	err := net.ErrClosed
+	c.closeOnce.Do(func() {
+		c.timer.Stop()
+		c.t.mu.Lock()
+		delete(c.t.conns, c)
+		c.t.mu.Unlock()
+		err = c.Conn.Close()
+	})
+	return err
+}
+
+// CloseWrite and CloseRead let goproxy half-close a blind tunnel, as it
+// does with a bare TCP connection.
+func (c *idleConn) CloseWrite() error {
+	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return hc.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+func (c *idleConn) CloseRead() error {
+	if hc, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return hc.CloseRead()
+	}
+	return errors.ErrUnsupported
+}
