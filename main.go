@@ -257,7 +257,7 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	select {
 	case serveErr = <-served:
 	case <-ctx.Done():
-		log.Info("shutting down", "grace", cfg.ShutdownGrace)
+		log.Info("shutting down", "grace", cfg.ShutdownGrace.String())
 		graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 		if err := server.Shutdown(graceCtx); err != nil {
 			log.Warn("shutdown was not clean", "err", err)
@@ -304,7 +304,7 @@ func robotsLoader(fetcher *robots.Fetcher, log *slog.Logger) cache.LoadFunc[*rob
 	return func(ctx context.Context, origin string) cache.Result[*robots.FetchResult] {
 		res := fetcher.Fetch(ctx, origin)
 		attrs := []any{"origin", origin, "outcome", res.Outcome.String(), "status", res.Status,
-			"bytes", res.Bytes, "redirects", res.Redirects, "duration", res.Duration}
+			"bytes", res.Bytes, "redirects", res.Redirects, "duration", res.Duration.String()}
 		if res.Err != nil {
 			attrs = append(attrs, "err", res.Err)
 		}
