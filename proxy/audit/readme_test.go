@@ -1,0 +1,29 @@
+package audit
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// README.md's audit log table must document every field of a record.
+func TestReadmeDocumentsEveryField(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := make(map[string]bool)
+	for line := range strings.Lines(string(readme)) {
+		if cells := strings.Split(line, "|"); len(cells) > 2 {
+			documented[strings.Trim(strings.TrimSpace(cells[1]), "`")] = true
+		}
+	}
+	fields := reflect.TypeFor[Record]()
+	for i := range fields.NumField() {
+		name, _, _ := strings.Cut(fields.Field(i).Tag.Get("json"), ",")
+		if !documented[name] {
+			t.Errorf("audit field %q is not in README.md's audit log table", name)
+		}
+	}
+}
