@@ -151,15 +151,7 @@ func (r *Robots) ruleSetFor(token string) *ruleSet {
 		// string(bytes) does not allocate.
 		var buf [64]byte
 		if len(token) <= len(buf) {
-			lower := buf[:len(token)]
-			for i := range len(token) {
-				c := token[i]
-				if 'A' <= c && c <= 'Z' {
-					c += 'a' - 'A'
-				}
-				lower[i] = c
-			}
-			if rs := r.agents[string(lower)]; rs != nil {
+			if rs := r.agents[string(lowerASCII(buf[:0], token))]; rs != nil {
 				return rs
 			}
 		} else if rs := r.agents[strings.ToLower(token)]; rs != nil {
