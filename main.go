@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -81,8 +82,20 @@ func buildVersion() string {
 	return "dev"
 }
 
-func loadConfig() (*config.Config, bool) {
-	cfg, err := config.Load()
+// loadConfig reads the ROBOTSGATE_* settings. check never intercepts
+// HTTPS, so for it interception is off and no CA directory is needed (it
+// works without a $HOME).
+func loadConfig(forCheck bool) (*config.Config, bool) {
+	environ := make(map[string]string)
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			environ[k] = v
+		}
+	}
+	if forCheck {
+		environ["ROBOTSGATE_MITM"] = "false"
+	}
+	cfg, err := config.LoadFrom(environ)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "robotsgate: invalid configuration:\n%v\n", err)
 		return nil, false
@@ -137,7 +150,7 @@ func newFetcher(cfg *config.Config, roots *x509.CertPool) *robots.Fetcher {
 }
 
 func check(args []string) int {
-	cfg, ok := loadConfig()
+	cfg, ok := loadConfig(true)
 	if !ok {
 		return exitConfig
 	}
@@ -157,7 +170,7 @@ func check(args []string) int {
 }
 
 func serve() int {
-	cfg, ok := loadConfig()
+	cfg, ok := loadConfig(false)
 	if !ok {
 		return exitConfig
 	}
