@@ -216,7 +216,7 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 		RetryAfter: cfg.UnreachableRetry,
 		MaxStale:   cfg.MaxStale,
 		Logger:     log.With("component", "robots-cache"),
-	}, robotsLoader(fetcher, log))
+	}, proxy.RobotsLoader(fetcher, log.With("component", "robots-fetch")))
 	if err != nil {
 		return configError{fmt.Errorf("robots.txt cache: %w", err)}
 	}
@@ -308,32 +308,4 @@ func loadCA(cfg *config.Config, log *slog.Logger) (*mitm.CA, error) {
 		"cert", ca.CertFile(), "key", ca.KeyFile(),
 		"curl", "curl -x http://<proxy> --cacert "+ca.CertFile()+" https://example.com/")
 	return ca, nil
-}
-
-// robotsLoader adapts the fetcher to the cache: an unreachable robots.txt
-// is a transient failure (a good copy keeps being obeyed), anything else is
-// kept for as long as the origin asks, within the cache's bounds.
-func robotsLoader(fetcher *robots.Fetcher, log *slog.Logger) cache.LoadFunc[*robots.FetchResult] {
-	return func(ctx context.Context, origin string) cache.Result[*robots.FetchResult] {
-		res := fetcher.Fetch(ctx, origin)
-		attrs := []any{"origin", origin, "outcome", res.Outcome.String(), "status", res.Status,
-			"bytes", res.Bytes, "redirects", res.Redirects, "duration", res.Duration.String()}
-		if res.Err != nil {
-			attrs = append(attrs, "err", res.Err)
-		}
-		if res.Truncated {
-			attrs = append(attrs, "truncated", true)
-		}
-		log.Debug("fetched robots.txt", attrs...)
-		r := cache.Result[*robots.FetchResult]{
-			Value:   res,
-			Cost:    res.RetainedBytes(),
-			Failed:  res.Outcome == robots.OutcomeUnreachable,
-			Outcome: res.Outcome.String(),
-		}
-		if ttl, ok := res.Freshness.TTL(); ok {
-			r.MaxAge, r.NoStore = ttl, ttl <= 0
-		}
-		return r
-	}
 }

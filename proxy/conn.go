@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sync"
@@ -15,6 +16,7 @@ type connTracker struct {
 	idle  time.Duration
 	mu    sync.Mutex
 	conns map[*idleConn]struct{}
+	empty chan struct{} // made by drain, closed when the last connection closes
 }
 
 func newConnTracker(idle time.Duration) *connTracker {
@@ -23,6 +25,32 @@ func newConnTracker(idle time.Duration) *connTracker {
 
 func (t *connTracker) listen(ln net.Listener) net.Listener {
 	return &trackingListener{Listener: ln, t: t}
+}
+
+// drain ends every connection's reads now, so each one closes as soon as
+// it has finished writing what it was writing (goproxy closes a tunnel
+// whose next request cannot be read), and waits for all of them to close,
+// or for ctx to end. Closing them outright could cut a response's last
+// bytes, written after its body was read.
+func (t *connTracker) drain(ctx context.Context) {
+	t.mu.Lock()
+	now := time.Now()
+	for c := range t.conns {
+		c.Conn.SetReadDeadline(now)
+	}
+	if t.empty == nil {
+		t.empty = make(chan struct{})
+	}
+	empty := t.empty
+	if len(t.conns) == 0 {
+		close(empty)
+		t.empty = nil
+	}
+	t.mu.Unlock()
+	select {
+	case <-empty:
+	case <-ctx.Done():
+	}
 }
 
 func (t *connTracker) closeAll() {
@@ -81,6 +109,10 @@ func (c *idleConn) Close() error {
 		c.timer.Stop()
 		c.t.mu.Lock()
 		delete(c.t.conns, c)
+		if len(c.t.conns) == 0 && c.t.empty != nil {
+			close(c.t.empty)
+			c.t.empty = nil
+		}
 		c.t.mu.Unlock()
 		err = c.Conn.Close()
 	})

@@ -31,7 +31,7 @@ type decision struct {
 // handleRequest judges a plain or intercepted request and either lets
 // goproxy forward it, through forwardRoundTrip, or answers it.
 func (s *Server) handleRequest(req *http.Request, pctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	s.inflight.Add(1)
+	s.inflight.add()
 	d := &decision{s: s, start: time.Now()}
 	d.rec = audit.Record{
 		Time: d.start, Client: req.RemoteAddr, Method: req.Method, URL: req.URL.String(),
@@ -129,7 +129,7 @@ func (d *decision) finish() {
 		d.s.log.Error("audit log write failed; records are being lost", "err", err)
 	}
 	d.s.opts.Metrics.observe(&d.rec)
-	d.s.inflight.Done()
+	d.s.inflight.done()
 }
 
 // handleConnect intercepts a tunnel, or, with interception off, judges
@@ -151,7 +151,7 @@ func (s *Server) handleConnect(host string, pctx *goproxy.ProxyCtx) (*goproxy.Co
 // the crawler may fetch nothing on the origin, let through otherwise.
 func (s *Server) judgeTunnel(host string, pctx *goproxy.ProxyCtx) *goproxy.ConnectAction {
 	req := pctx.Req
-	s.inflight.Add(1)
+	s.inflight.add()
 	d := &decision{s: s, start: time.Now()}
 	d.rec = audit.Record{
 		Time: d.start, Client: req.RemoteAddr, Method: http.MethodConnect, URL: host,

@@ -20,11 +20,6 @@ func (s *Server) endpoints() http.Handler {
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if s.stopping.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "stopping")
-			return
-		}
 		fmt.Fprintln(w, "ok")
 	})
 	if s.opts.Metrics != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/elazarl/goproxy"
 )
@@ -34,9 +35,18 @@ func (d *decision) forwardRoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*ht
 		// Audit mode: tell the crawler what enforcement would have done.
 		resp.Header.Set(decisionHeader, decisionValue(d))
 	}
-	if resp.Body == nil || resp.Body == http.NoBody {
+	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
+		// A 101's body is the upgraded connection: goproxy relays it only
+		// as the io.ReadWriter the transport made, so it is not counted.
 		d.finish()
 		return resp, nil
+	}
+	if resp.ContentLength < 0 {
+		// A body of unknown length may trickle. goproxy flushes each write
+		// to a plain-HTTP client only when it sees this header; without it
+		// net/http holds the response, headers included, until 4 KiB have
+		// come. net/http and Response.Write encode it themselves.
+		resp.Header.Set("Transfer-Encoding", "chunked")
 	}
 	resp.Body = &countingBody{body: resp.Body, done: d}
 	return resp, nil
@@ -90,8 +100,10 @@ func upstreamProblem(err error) string {
 		return "the origin's host name does not resolve"
 	case errors.As(err, &certErr), errors.As(err, &unknownAuthority), errors.As(err, &hostnameErr):
 		return "the origin's TLS certificate is not trusted"
-	case errors.As(err, &opErr) && opErr.Op == "dial":
+	case errors.Is(err, syscall.ECONNREFUSED):
 		return "the origin refused the connection"
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return "the origin could not be reached"
 	case strings.Contains(err.Error(), "tls:"):
 		return "the TLS handshake with the origin failed"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):

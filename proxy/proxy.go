@@ -85,7 +85,7 @@ type Server struct {
 	http      *http.Server
 	conns     *connTracker
 
-	inflight  sync.WaitGroup
+	inflight  inflightRequests
 	stopping  atomic.Bool
 	auditErrs atomic.Bool // the audit log failed once; said so
 }
@@ -146,19 +146,56 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopping.Store(true)
 	err := s.http.Shutdown(ctx)
-	done := make(chan struct{})
-	go func() {
-		s.inflight.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-s.inflight.idle():
+		s.conns.drain(ctx)
 	case <-ctx.Done():
 		err = errors.Join(err, fmt.Errorf("requests still in flight at the end of the grace period: %w", ctx.Err()))
 	}
 	s.conns.closeAll()
 	s.transport.CloseIdleConnections()
 	return err
+}
+
+// inflightRequests counts the requests being handled so that Shutdown can
+// wait for them. A sync.WaitGroup does not fit: requests inside open
+// tunnels keep arriving while Shutdown waits, and WaitGroup panics when an
+// Add from zero races with Wait. The zero value is ready to use.
+type inflightRequests struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // made by idle while n > 0, closed when n drops to 0
+}
+
+func (r *inflightRequests) add() {
+	r.mu.Lock()
+	r.n++
+	r.mu.Unlock()
+}
+
+func (r *inflightRequests) done() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n--
+	if r.n == 0 && r.zero != nil {
+		close(r.zero)
+		r.zero = nil
+	}
+}
+
+// idle returns a channel closed once no request is in flight.
+func (r *inflightRequests) idle() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.zero == nil {
+		r.zero = make(chan struct{})
+	}
+	zero := r.zero
+	if r.n == 0 {
+		close(zero)
+		r.zero = nil
+	}
+	return zero
 }
 
 func newTransport(o UpstreamOptions) *http.Transport {

@@ -1,0 +1,448 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// lockedBuffer is an io.Writer whose contents a test may read while the
+// Writer's flush goroutine writes to it.
+type lockedBuffer struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes int
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.writes++
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// countingCloser counts Close calls.
+type countingCloser struct {
+	mu     sync.Mutex
+	closed int
+}
+
+func (c *countingCloser) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed++
+	return nil
+}
+
+func (c *countingCloser) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// failingWriter fails every write, like a full disk.
+type failingWriter struct {
+	mu    sync.Mutex
+	calls int
+}
+
+var errDiskFull = errors.New("no space left on device")
+
+func (f *failingWriter) Write([]byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return 0, errDiskFull
+}
+
+func (f *failingWriter) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// decodeLines parses every line of s as one JSON object.
+func decodeLines(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %d is not a JSON object: %v\n%s", len(out)+1, err, sc.Text())
+		}
+		out = append(out, m)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func fullRecord() *Record {
+	return &Record{
+		Time:         time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC),
+		Client:       "127.0.0.1:5555",
+		Method:       "GET",
+		URL:          "https://example.com/private/x",
+		Origin:       "https://example.com",
+		Tunnel:       "example.com:443",
+		UserAgent:    "Mozilla/5.0 (compatible; GPTBot/1.0)",
+		Token:        "GPTBot",
+		Verdict:      "disallow",
+		Reason:       "disallow: /private/ (line 7)",
+		Rule:         "/private/",
+		RuleLine:     7,
+		Group:        "gptbot",
+		PathsChecked: true,
+		Robots:       "ok",
+		RobotsStatus: 200,
+		RobotsCache:  "hit",
+		Mode:         "audit",
+		Forwarded:    true,
+		Status:       200,
+		Upstream:     200,
+		Bytes:        1234,
+		Duration:     1.5,
+		Error:        "reading the response body: the origin closed the connection",
+	}
+}
+
+// TestRecordFieldNames pins the audit log's public format: the JSON names
+// of every field, which ones are always present, and their values.
+func TestRecordFieldNames(t *testing.T) {
+	always := []string{
+		"time", "client", "method", "url", "user_agent", "token", "verdict", "reason",
+		"paths_checked", "mode", "forwarded", "status", "bytes", "duration_ms",
+	}
+	optional := []string{
+		"origin", "tunnel", "rule", "rule_line", "group", "robots", "robots_status",
+		"robots_cache", "upstream_status", "error",
+	}
+
+	var buf lockedBuffer
+	w := NewWriter(&buf, nil)
+	if err := w.Write(fullRecord()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(&Record{Method: "CONNECT", URL: "example.com:443", Verdict: "allow", Mode: "enforce"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(buf.String(), "}\n") || strings.Count(buf.String(), "\n") != 2 {
+		t.Fatalf("want two newline-terminated JSON lines, got %q", buf.String())
+	}
+	recs := decodeLines(t, buf.String())
+
+	full := slices.Sorted(maps.Keys(recs[0]))
+	want := slices.Sorted(slices.Values(append(slices.Clone(always), optional...)))
+	if !slices.Equal(full, want) {
+		t.Errorf("full record keys\n got %q\nwant %q", full, want)
+	}
+	minimal := slices.Sorted(maps.Keys(recs[1]))
+	if want := slices.Sorted(slices.Values(always)); !slices.Equal(minimal, want) {
+		t.Errorf("minimal record keys\n got %q\nwant %q", minimal, want)
+	}
+
+	values := map[string]any{
+		"time": "2025-03-01T12:00:00Z", "client": "127.0.0.1:5555", "method": "GET",
+		"url": "https://example.com/private/x", "origin": "https://example.com", "tunnel": "example.com:443",
+		"user_agent": "Mozilla/5.0 (compatible; GPTBot/1.0)", "token": "GPTBot", "verdict": "disallow",
+		"reason": "disallow: /private/ (line 7)", "rule": "/private/", "rule_line": 7.0, "group": "gptbot",
+		"paths_checked": true, "robots": "ok", "robots_status": 200.0, "robots_cache": "hit", "mode": "audit",
+		"forwarded": true, "status": 200.0, "upstream_status": 200.0, "bytes": 1234.0, "duration_ms": 1.5,
+		"error": "reading the response body: the origin closed the connection",
+	}
+	for k, v := range values {
+		if recs[0][k] != v {
+			t.Errorf("%s = %#v, want %#v", k, recs[0][k], v)
+		}
+	}
+}
+
+// TestConcurrentWritersWholeLines checks that records written from many
+// goroutines come out as whole lines, none lost or interleaved, even when
+// they overflow the buffer several times.
+func TestConcurrentWritersWholeLines(t *testing.T) {
+	const writers, perWriter = 8, 200
+	var buf lockedBuffer
+	w := NewWriter(&buf, nil)
+	padding := strings.Repeat("x", 700) // ~1 KiB lines: the 64 KiB buffer flushes mid-run
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				rec := &Record{Method: "GET", URL: fmt.Sprintf("http://h/%d/%d", g, i), UserAgent: padding, Verdict: "allow"}
+				if err := w.Write(rec); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs := decodeLines(t, buf.String())
+	if len(recs) != writers*perWriter {
+		t.Fatalf("got %d records, want %d", len(recs), writers*perWriter)
+	}
+	seen := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		u, _ := r["url"].(string)
+		if seen[u] {
+			t.Fatalf("record %s written twice", u)
+		}
+		seen[u] = true
+		if r["user_agent"] != padding {
+			t.Fatalf("record %s has a damaged user_agent", u)
+		}
+	}
+	if buf.writes < 2 {
+		t.Errorf("the buffer was flushed %d times; the test meant to overflow it", buf.writes)
+	}
+}
+
+func TestCloseFlushesAndIsIdempotent(t *testing.T) {
+	var buf lockedBuffer
+	var closer countingCloser
+	w := NewWriter(&buf, &closer)
+	for i := range 3 {
+		if err := w.Write(&Record{URL: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("first Close: %v", err)
+	}
+	if got := len(decodeLines(t, buf.String())); got != 3 {
+		t.Errorf("after Close the log holds %d records, want 3", got)
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("second Close: %v, want nil", err)
+	}
+	if n := closer.count(); n != 1 {
+		t.Errorf("the file was closed %d times, want once", n)
+	}
+	err := w.Write(&Record{URL: "late"})
+	if err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("Write after Close = %v, want an error saying the log is closed", err)
+	}
+	if strings.Contains(buf.String(), "late") {
+		t.Error("a record written after Close reached the log")
+	}
+}
+
+// TestFlushIntervalWithoutClose checks that a buffered record reaches the
+// file within FlushInterval, with no Close and no more traffic.
+func TestFlushIntervalWithoutClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf lockedBuffer
+		w := NewWriter(&buf, nil)
+		defer w.Close()
+		if err := w.Write(&Record{URL: "http://h/first"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(FlushInterval - time.Millisecond)
+		synctest.Wait()
+		if buf.String() != "" {
+			t.Fatalf("flushed before FlushInterval: %q", buf.String())
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if !strings.Contains(buf.String(), "http://h/first") {
+			t.Fatalf("record not flushed after FlushInterval; log is %q", buf.String())
+		}
+
+		// The loop keeps going: a later record is flushed by a later tick.
+		if err := w.Write(&Record{URL: "http://h/second"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(FlushInterval)
+		synctest.Wait()
+		if got := len(decodeLines(t, buf.String())); got != 2 {
+			t.Fatalf("after two intervals the log holds %d records, want 2", got)
+		}
+	})
+}
+
+// TestFailingWriter checks that an underlying write error (a full disk)
+// surfaces from Write and Close, wrapped, without a panic, and that the
+// Writer stops hammering the broken file.
+func TestFailingWriter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fw failingWriter
+		var closer countingCloser
+		w := NewWriter(&fw, &closer)
+		if err := w.Write(&Record{URL: "buffered"}); err != nil {
+			t.Fatalf("Write before any flush: %v", err)
+		}
+		time.Sleep(FlushInterval)
+		synctest.Wait()
+		if fw.count() != 1 {
+			t.Fatalf("underlying writer called %d times after one flush interval, want 1", fw.count())
+		}
+		for range 3 {
+			err := w.Write(&Record{URL: "dropped"})
+			if !errors.Is(err, errDiskFull) {
+				t.Fatalf("Write after a failed flush = %v, want it to wrap %v", err, errDiskFull)
+			}
+		}
+		time.Sleep(3 * FlushInterval)
+		synctest.Wait()
+		if fw.count() != 1 {
+			t.Errorf("underlying writer called %d times, want once: a failed log must not be retried per record", fw.count())
+		}
+		if err := w.Close(); !errors.Is(err, errDiskFull) || !strings.Contains(err.Error(), "close audit log") {
+			t.Errorf("Close = %v, want an error wrapping %v", err, errDiskFull)
+		}
+		if closer.count() != 1 {
+			t.Errorf("file closed %d times, want once even after a write error", closer.count())
+		}
+	})
+}
+
+// TestFailingWriterLargeRecord checks the path where a record larger than
+// the buffer goes straight to the failing writer: Write reports it at once.
+func TestFailingWriterLargeRecord(t *testing.T) {
+	var fw failingWriter
+	w := NewWriter(&fw, nil)
+	defer w.Close()
+	err := w.Write(&Record{UserAgent: strings.Repeat("a", 128<<10)})
+	if !errors.Is(err, errDiskFull) {
+		t.Fatalf("Write of a record larger than the buffer = %v, want it to wrap %v", err, errDiskFull)
+	}
+}
+
+// umask returns the process's file mode creation mask.
+func umask() fs.FileMode {
+	m := syscall.Umask(0)
+	syscall.Umask(m)
+	return fs.FileMode(m)
+}
+
+func TestOpenFileAppendsWithMode0640(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+
+	w, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(&Record{URL: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 0o640 &^ umask(); fi.Mode().Perm() != want {
+		t.Errorf("new audit log has mode %v, want %v", fi.Mode().Perm(), want)
+	}
+
+	// A second Open (a restart) appends instead of truncating.
+	w, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(&Record{URL: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := decodeLines(t, string(data))
+	if len(recs) != 2 || recs[0]["url"] != "one" || recs[1]["url"] != "two" {
+		t.Errorf("log after two runs = %q, want record one then record two", data)
+	}
+
+	// An existing file keeps its mode.
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("Open changed an existing log's mode to %v", fi.Mode().Perm())
+	}
+}
+
+func TestOpenFailsWithContext(t *testing.T) {
+	_, err := Open(filepath.Join(t.TempDir(), "missing-dir", "audit.jsonl"))
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "open audit log") {
+		t.Fatalf("Open in a missing directory = %v, want a wrapped ErrNotExist saying what was opened", err)
+	}
+}
+
+// TestOpenStdout checks that "-" (and "") write to standard output and that
+// Close leaves standard output open. It swaps os.Stdout, so it does not run
+// in parallel.
+func TestOpenStdout(t *testing.T) {
+	for _, path := range []string{"-", ""} {
+		t.Run(fmt.Sprintf("%q", path), func(t *testing.T) {
+			out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			saved := os.Stdout
+			os.Stdout = out
+			w, err := Open(path)
+			os.Stdout = saved
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Write(&Record{URL: "to-stdout"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.WriteString(out, "still open\n"); err != nil {
+				t.Fatalf("Close closed standard output: %v", err)
+			}
+			data, err := os.ReadFile(out.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(string(data), `{"time"`) || !strings.Contains(string(data), `"url":"to-stdout"`) ||
+				!strings.HasSuffix(string(data), "}\nstill open\n") {
+				t.Errorf("standard output got %q", data)
+			}
+		})
+	}
+}

@@ -1,0 +1,217 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"robotsgate/cache"
+)
+
+// benchBody is what the benchmark origin answers: a small page.
+var benchBody = bytes.Repeat([]byte("robotsgate"), 1024/10+1)[:1024]
+
+// startBenchOrigin serves testRobots and a 1 KiB page.
+func startBenchOrigin(b *testing.B) *httptest.Server {
+	b.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/robots.txt", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, testRobots)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", strconv.Itoa(len(benchBody)))
+		w.Write(benchBody)
+	})
+	srv := httptest.NewServer(mux)
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+// startBareGoproxy serves goproxy with no handlers, over a transport like
+// robotsgate's (no environment proxy), as the baseline. wrapConns hides
+// *net.TCPConn behind a plain net.Conn, as robotsgate's idle tracking
+// does: net/http then writes a small response in one write instead of
+// two (its ReadFrom path flushes the head and first 512 bytes, then the
+// rest), which on its own changes the figures.
+func startBareGoproxy(b *testing.B, wrapConns bool) *url.URL {
+	b.Helper()
+	gp := goproxy.NewProxyHttpServer()
+	gp.Tr = newTransport(UpstreamOptions{})
+	srv := &http.Server{Handler: gp, ReadHeaderTimeout: 30 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	var ln net.Listener
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if wrapConns {
+		ln = wrappingListener{ln}
+	}
+	go srv.Serve(ln)
+	b.Cleanup(func() {
+		srv.Close()
+		gp.Tr.CloseIdleConnections()
+	})
+	return &url.URL{Scheme: "http", Host: ln.Addr().String()}
+}
+
+// wrappingListener hands out connections that are only net.Conns.
+type wrappingListener struct{ net.Listener }
+
+type plainConn struct{ net.Conn }
+
+func (l wrappingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return plainConn{c}, nil
+}
+
+// runThroughput sends GET target through proxy from parallel keep-alive
+// clients and reports requests per second and latency percentiles.
+func runThroughput(b *testing.B, proxy *url.URL, target string) {
+	tr := &http.Transport{Proxy: http.ProxyURL(proxy), MaxIdleConnsPerHost: 64, DisableCompression: true}
+	b.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr}
+	get := func(req *http.Request) error {
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err == nil && (resp.StatusCode != 200 || n != int64(len(benchBody))) {
+			err = fmt.Errorf("status %d, %d bytes; want 200, %d bytes", resp.StatusCode, n, len(benchBody))
+		}
+		return err
+	}
+	warm, _ := http.NewRequest("GET", target, nil)
+	warm.Header.Set("User-Agent", curlUA)
+	if err := get(warm); err != nil { // loads robots.txt into robotsgate's cache
+		b.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var latencies []time.Duration
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req := warm.Clone(warm.Context())
+		own := make([]time.Duration, 0, b.N)
+		for pb.Next() {
+			start := time.Now()
+			if err := get(req); err != nil {
+				b.Error(err)
+				return
+			}
+			own = append(own, time.Since(start))
+		}
+		mu.Lock()
+		latencies = append(latencies, own...)
+		mu.Unlock()
+	})
+	b.StopTimer()
+	if len(latencies) == 0 {
+		return
+	}
+	slices.Sort(latencies)
+	micros := func(q float64) float64 {
+		return float64(latencies[int(q*float64(len(latencies)-1))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	b.ReportMetric(micros(0.50), "p50-µs")
+	b.ReportMetric(micros(0.99), "p99-µs")
+}
+
+// BenchmarkThroughput compares requests per second through robotsgate
+// (enforce mode, robots.txt cached, an allowed path, 1 KiB answers) with
+// the same traffic through goproxy alone. robotsgate-auditfile writes its
+// audit log to a real file instead of discarding it; bare-goproxy-connwrap
+// is the baseline with robotsgate's write pattern (see startBareGoproxy).
+func BenchmarkThroughput(b *testing.B) {
+	origin := startBenchOrigin(b)
+	target := origin.URL + "/page"
+	b.Run("robotsgate", func(b *testing.B) {
+		p := startProxy(b, proxyConfig{audit: io.Discard})
+		runThroughput(b, p.url, target)
+	})
+	b.Run("robotsgate-auditfile", func(b *testing.B) {
+		f, err := os.Create(filepath.Join(b.TempDir(), "audit.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { f.Close() })
+		p := startProxy(b, proxyConfig{audit: f})
+		runThroughput(b, p.url, target)
+	})
+	b.Run("bare-goproxy", func(b *testing.B) {
+		runThroughput(b, startBareGoproxy(b, false), target)
+	})
+	b.Run("bare-goproxy-connwrap", func(b *testing.B) {
+		runThroughput(b, startBareGoproxy(b, true), target)
+	})
+}
+
+// BenchmarkDecision measures what robotsgate adds to each request before
+// forwarding or refusing it, with robots.txt cached: token, origin, cache
+// lookup, verdict; for "disallow" also the audit record (written to a
+// discarding writer), the metrics-free finish and the 403 page. An allowed
+// request's record is written when its body closes, which this does not
+// reach: BenchmarkThroughput covers it.
+func BenchmarkDecision(b *testing.B) {
+	origin := startBenchOrigin(b)
+	p := newTestServer(b, proxyConfig{audit: io.Discard})
+	if _, _, err := p.rules.Get(b.Context(), origin.URL); err != nil {
+		b.Fatal(err)
+	}
+	if _, info, _ := p.rules.Get(b.Context(), origin.URL); info.Source != cache.SourceHit {
+		b.Fatalf("robots.txt not cached: %v", info.Source)
+	}
+	for _, bc := range []struct {
+		name, path string
+		allowed    bool
+	}{
+		{"allow", "/page?id=42", true},
+		{"disallow", "/private/report.pdf", false},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			// As goproxy hands over a plain proxy request: absolute URL
+			// and request target.
+			req := httptest.NewRequest("GET", origin.URL+bc.path, nil)
+			req.Header.Set("User-Agent", gptbotUA)
+			if !bc.allowed {
+				req.Header.Set("User-Agent", curlUA)
+			}
+			pctx := &goproxy.ProxyCtx{Req: req, Proxy: p.srv.goproxy}
+			b.ReportAllocs()
+			for b.Loop() {
+				pctx.RoundTripper = nil
+				_, resp := p.srv.handleRequest(req, pctx)
+				if bc.allowed {
+					if resp != nil || pctx.RoundTripper == nil {
+						b.Fatal("allowed request not handed to the forwarder")
+					}
+					p.srv.inflight.done() // what the forwarder does when the body closes
+					continue
+				}
+				if resp == nil || resp.StatusCode != http.StatusForbidden {
+					b.Fatal("disallowed request not refused")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,188 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// pipeListener hands the Server in-memory connections, so a test can run
+// it inside a synctest bubble, where time is fake.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+// dial opens a connection to the Server.
+func (l *pipeListener) dial() net.Conn {
+	client, server := net.Pipe()
+	l.conns <- server
+	return client
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// startPipeProxy serves a Server on a pipeListener until the test ends.
+func startPipeProxy(t *testing.T, cfg proxyConfig) (*testProxy, *pipeListener) {
+	t.Helper()
+	p := newTestServer(t, cfg)
+	ln := newPipeListener()
+	go func() { p.served <- p.srv.Serve(ln) }()
+	t.Cleanup(func() { p.shutdown(context.Background()) })
+	return p, ln
+}
+
+// watchClose reads from c in the background and reports when the read
+// ends, which for an idle connection means the proxy closed it.
+func watchClose(c net.Conn) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		done <- err
+	}()
+	return done
+}
+
+// assertClosedAt advances fake time to just before the idle timeout,
+// checks that c is still open, then to the timeout and checks that the
+// proxy closed it.
+func assertClosedAt(t *testing.T, closed <-chan error, idle time.Duration) {
+	t.Helper()
+	time.Sleep(idle - time.Millisecond)
+	synctest.Wait()
+	select {
+	case err := <-closed:
+		t.Fatalf("connection closed %v before the idle timeout: %v", time.Millisecond, err)
+	default:
+	}
+	time.Sleep(time.Millisecond)
+	synctest.Wait()
+	select {
+	case err := <-closed:
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("idle connection ended with %v, want EOF", err)
+		}
+	default:
+		t.Fatal("connection still open at the idle timeout")
+	}
+}
+
+// TestClientIdleTimeoutKeepAlive checks that a keep-alive connection is
+// closed after ClientIdleTimeout without traffic, not before, and that
+// traffic pushes the timeout back.
+func TestClientIdleTimeoutKeepAlive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const idle = 200 * time.Millisecond
+		_, ln := startPipeProxy(t, proxyConfig{idle: idle})
+		c := ln.dial()
+		defer c.Close()
+		br := bufio.NewReader(c)
+		healthz := func() {
+			t.Helper()
+			req, _ := http.NewRequest("GET", "http://pipe/healthz", nil)
+			if err := req.Write(c); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(br, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET /healthz = %d", resp.StatusCode)
+			}
+		}
+		healthz()
+		time.Sleep(idle * 3 / 4)
+		healthz() // traffic: the clock starts again
+		assertClosedAt(t, watchClose(c), idle)
+	})
+}
+
+// TestClientIdleTimeoutMITMTunnel checks that an intercepted tunnel, which
+// net/http no longer watches once goproxy hijacks it, is closed after
+// ClientIdleTimeout without traffic: right after CONNECT, and after the
+// TLS handshake.
+func TestClientIdleTimeoutMITMTunnel(t *testing.T) {
+	for _, handshake := range []bool{false, true} {
+		name := "after CONNECT"
+		if handshake {
+			name = "after TLS handshake"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const idle = 200 * time.Millisecond
+				p, ln := startPipeProxy(t, proxyConfig{idle: idle, mitm: true})
+				c := ln.dial()
+				defer c.Close()
+				io.WriteString(c, "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n")
+				br := bufio.NewReader(c)
+				resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("CONNECT = %v, %v; want 200", resp, err)
+				}
+				var conn net.Conn = &tunnelConn{Conn: c, r: br}
+				if handshake {
+					tc := tls.Client(conn, &tls.Config{ServerName: "127.0.0.1", RootCAs: p.caPool()})
+					if err := tc.Handshake(); err != nil {
+						t.Fatalf("TLS inside the tunnel: %v", err)
+					}
+					conn = tc
+				}
+				assertClosedAt(t, watchClose(conn), idle)
+			})
+		})
+	}
+}
+
+// TestClientIdleTimeoutBlindTunnel checks that a tunnel the proxy does not
+// intercept is closed once idle too. It needs a real origin to dial, so it
+// runs on real time: the read deadline only bounds the wait, far above
+// the idle timeout.
+func TestClientIdleTimeoutBlindTunnel(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots, tls: true})
+	p := startProxy(t, proxyConfig{idle: 200 * time.Millisecond, roots: o.roots})
+	conn, resp := connect(t, p.addr, o.host(), curlUA)
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT = %d, want 200", resp.StatusCode)
+	}
+	conn.SetReadDeadline(time.Now().Add(testTimeout))
+	_, err := conn.Read(make([]byte, 1))
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("read from an idle blind tunnel = %v; want the proxy to close it", err)
+	}
+}

@@ -1,0 +1,299 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"robotsgate/proxy/audit"
+)
+
+// internals are words that must not reach a crawler in a 502: they
+// describe robotsgate's own sockets, not the origin's problem.
+var internals = []string{"dial tcp", "read tcp", "lookup", "x509:", "net/http:", "127.0.0.1:"}
+
+// TestOriginDownAfterRobotsAllowed checks the 502 a crawler gets when
+// robots.txt (cached) allows a request but the origin is gone: a short
+// reason, for plain HTTP and inside an intercepted tunnel, where the
+// client must get a response rather than a dropped connection.
+func TestOriginDownAfterRobotsAllowed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tls  bool
+	}{{"http", false}, {"mitm", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := startOrigin(t, originConfig{robots: testRobots, tls: tc.tls})
+			p := startProxy(t, proxyConfig{mitm: tc.tls, roots: o.roots})
+			c := p.client()
+			if resp, _ := do(t, c, "GET", o.URL+"/warm", ua(curlUA)); resp.StatusCode != 200 {
+				t.Fatalf("warming robots.txt: status %d", resp.StatusCode)
+			}
+			host := o.host()
+			o.Close() // robots.txt stays cached; the origin refuses connections from now on
+
+			resp, body := do(t, c, "GET", o.URL+"/page", ua(curlUA))
+			want := "robotsgate could not get " + host + ": the origin refused the connection\n"
+			if resp.StatusCode != http.StatusBadGateway || body != want {
+				t.Fatalf("status %d, body %q; want 502 %q", resp.StatusCode, body, want)
+			}
+			// The tunnel survives the 502: the next request on it is answered.
+			if resp, _ := do(t, c, "GET", o.URL+"/private/x", ua(curlUA)); resp.StatusCode != 403 {
+				t.Errorf("next request on the same connection: status %d, want 403", resp.StatusCode)
+			}
+
+			recs := p.records()
+			want502 := audit.Record{
+				Method: "GET", URL: o.URL + "/page", Origin: o.URL, UserAgent: curlUA, Token: "curl",
+				Verdict: "allow", Reason: "no matching rule", Group: "curl", PathsChecked: true,
+				Robots: "ok", RobotsStatus: 200, RobotsCache: "hit", Mode: "enforce", Forwarded: true,
+				Status: http.StatusBadGateway, Error: "the origin refused the connection",
+			}
+			if tc.tls {
+				want502.Tunnel = host
+			}
+			checkRecord(t, recordFor(t, recs, "GET", o.URL+"/page"), want502)
+		})
+	}
+}
+
+// TestOriginBreaksMidBody checks the audit record of a response whose
+// origin hangs up halfway: the bytes relayed and what went wrong.
+func TestOriginBreaksMidBody(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots})
+	o.mux.HandleFunc("/broken", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		io.WriteString(w, "ten bytes!")
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	})
+	p := startProxy(t, proxyConfig{})
+	resp, err := p.client().Get(o.URL + "/broken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil || string(body) != "ten bytes!" {
+		t.Fatalf("client read %q, err %v; want the 10 bytes sent, then an error", body, err)
+	}
+	rec := recordFor(t, p.records(), "GET", o.URL+"/broken")
+	if rec.Status != 200 || rec.Upstream != 200 || rec.Bytes != 10 || !rec.Forwarded ||
+		rec.Error != "reading the response body: the origin closed the connection" {
+		t.Errorf("record %+v: want status 200, 10 bytes and the origin closing the connection", rec)
+	}
+}
+
+// TestStreamedResponseRelayedAsItComes checks that a body of unknown
+// length reaches the client as the origin sends it, headers first, rather
+// than once the origin has finished, plainly and inside a tunnel.
+func TestStreamedResponseRelayedAsItComes(t *testing.T) {
+	for _, mitm := range []bool{false, true} {
+		slow := startSlowOrigin(t, mitm)
+		p := startProxy(t, proxyConfig{mitm: mitm, roots: slow.roots})
+		// Bounded by the client's timeout: the origin holds the second
+		// half until the first has reached the client.
+		resp, err := p.client().Get(slow.URL + "/slow")
+		if err != nil {
+			t.Fatalf("mitm=%v: no response headers while the origin streams: %v", mitm, err)
+		}
+		first := make([]byte, len(slowFirst))
+		if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != slowFirst {
+			t.Fatalf("mitm=%v: first half = %q, %v", mitm, first, err)
+		}
+		slow.releaseOnce()
+		if rest, err := io.ReadAll(resp.Body); err != nil || string(rest) != slowSecond {
+			t.Errorf("mitm=%v: second half = %q, %v", mitm, rest, err)
+		}
+		resp.Body.Close()
+		if rec := recordFor(t, p.records(), "GET", slow.URL+"/slow"); rec.Bytes != int64(len(slowFirst+slowSecond)) {
+			t.Errorf("mitm=%v: record counts %d bytes, want %d", mitm, rec.Bytes, len(slowFirst+slowSecond))
+		}
+	}
+}
+
+// TestWebSocketUpgradePassesThrough checks that an allowed WebSocket
+// handshake is relayed and the upgraded connection then carries bytes
+// both ways, plainly and inside an intercepted tunnel.
+func TestWebSocketUpgradePassesThrough(t *testing.T) {
+	for _, mitm := range []bool{false, true} {
+		o := startOrigin(t, originConfig{robots: testRobots, tls: mitm})
+		o.mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Upgrade") != "websocket" {
+				http.Error(w, "not an upgrade", http.StatusBadRequest)
+				return
+			}
+			conn, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+			line, _ := brw.ReadString('\n')
+			io.WriteString(conn, "echo: "+line)
+		})
+		p := startProxy(t, proxyConfig{mitm: mitm, roots: o.roots})
+
+		var conn net.Conn
+		target := o.URL + "/ws" // absolute form, to the proxy
+		if mitm {
+			tc, resp := connect(t, p.addr, o.host(), curlUA)
+			if resp.StatusCode != 200 {
+				t.Fatalf("CONNECT = %d", resp.StatusCode)
+			}
+			conn, target = openTLS(t, tc, "127.0.0.1", p.caPool()).conn, "/ws"
+		} else {
+			c, err := net.DialTimeout("tcp", p.addr, testTimeout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			conn = c
+		}
+		conn.SetDeadline(time.Now().Add(testTimeout))
+		io.WriteString(conn, "GET "+target+" HTTP/1.1\r\nHost: "+o.host()+"\r\nUser-Agent: "+curlUA+
+			"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("mitm=%v: handshake through the proxy = %v, %v; want 101", mitm, resp, err)
+		}
+		io.WriteString(conn, "hello\n")
+		if line, err := br.ReadString('\n'); err != nil || line != "echo: hello\n" {
+			t.Fatalf("mitm=%v: over the upgraded connection: %q, %v; want the origin's echo", mitm, line, err)
+		}
+		conn.Close()
+		rec := recordFor(t, p.records(), "GET", o.URL+"/ws")
+		if rec.Verdict != "allow" || !rec.Forwarded || rec.Status != http.StatusSwitchingProtocols {
+			t.Errorf("mitm=%v: record of the handshake: %+v", mitm, rec)
+		}
+	}
+}
+
+// TestUpstreamProblem checks the short reasons against errors produced by
+// real failures on 127.0.0.1.
+func TestUpstreamProblem(t *testing.T) {
+	roundTrip := func(t *testing.T, tr *http.Transport, ctx context.Context, url string) error {
+		t.Helper()
+		t.Cleanup(tr.CloseIdleConnections)
+		req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("GET %s succeeded; the case needs it to fail", url)
+		}
+		return err
+	}
+	// listen serves raw TCP connections with answer.
+	listen := func(t *testing.T, answer func(net.Conn)) string {
+		t.Helper()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					answer(c)
+				}()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	readRequest := func(c net.Conn) { http.ReadRequest(bufio.NewReader(c)) }
+
+	tlsOrigin := startOrigin(t, originConfig{tls: true})
+	plainOrigin := startOrigin(t, originConfig{})
+
+	tests := []struct {
+		name string
+		err  func(t *testing.T) error
+		want string
+	}{
+		{"refused", func(t *testing.T) error {
+			closed := startOrigin(t, originConfig{})
+			closed.Close()
+			return roundTrip(t, newTransport(UpstreamOptions{}), t.Context(), closed.URL)
+		}, "the origin refused the connection"},
+		{"invalid port", func(t *testing.T) error {
+			return roundTrip(t, newTransport(UpstreamOptions{}), t.Context(), "http://127.0.0.1:99999/")
+		}, "the origin could not be reached"},
+		{"DNS", func(t *testing.T) error {
+			// Go's own resolver refuses a name that is not a domain name
+			// without asking any server.
+			tr := newTransport(UpstreamOptions{})
+			tr.DialContext = (&net.Dialer{Resolver: &net.Resolver{PreferGo: true}}).DialContext
+			return roundTrip(t, tr, t.Context(), "http://no..such.host/")
+		}, "the origin's host name does not resolve"},
+		{"unknown authority", func(t *testing.T) error {
+			return roundTrip(t, newTransport(UpstreamOptions{RootCAs: x509.NewCertPool()}), t.Context(), tlsOrigin.URL)
+		}, "the origin's TLS certificate is not trusted"},
+		{"wrong host name", func(t *testing.T) error {
+			tr := newTransport(UpstreamOptions{})
+			tr.TLSClientConfig = &tls.Config{RootCAs: tlsOrigin.roots, ServerName: "wrong.example"}
+			return roundTrip(t, tr, t.Context(), tlsOrigin.URL)
+		}, "the origin's TLS certificate is not trusted"},
+		{"TLS to a plain server", func(t *testing.T) error {
+			return roundTrip(t, newTransport(UpstreamOptions{}), t.Context(), "https://"+plainOrigin.host()+"/")
+		}, "the TLS handshake with the origin failed"},
+		{"response header timeout", func(t *testing.T) error {
+			release := make(chan struct{})
+			t.Cleanup(func() { close(release) })
+			addr := listen(t, func(c net.Conn) { <-release })
+			return roundTrip(t, newTransport(UpstreamOptions{ResponseHeaderTimeout: 50 * time.Millisecond}), t.Context(), "http://"+addr+"/")
+		}, "the origin did not answer in time"},
+		{"deadline", func(t *testing.T) error {
+			ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+			defer cancel()
+			return roundTrip(t, newTransport(UpstreamOptions{}), ctx, plainOrigin.URL)
+		}, "the origin did not answer in time"},
+		{"cancelled", func(t *testing.T) error {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			return roundTrip(t, newTransport(UpstreamOptions{}), ctx, plainOrigin.URL)
+		}, "the request was cancelled"},
+		{"closed without answer", func(t *testing.T) error {
+			addr := listen(t, readRequest)
+			return roundTrip(t, newTransport(UpstreamOptions{}), t.Context(), "http://"+addr+"/")
+		}, "the origin closed the connection"},
+		{"malformed answer", func(t *testing.T) error {
+			addr := listen(t, func(c net.Conn) {
+				readRequest(c)
+				io.WriteString(c, "garbage\r\n\r\n")
+			})
+			return roundTrip(t, newTransport(UpstreamOptions{}), t.Context(), "http://"+addr+"/")
+		}, "the request to the origin failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.err(t)
+			got := upstreamProblem(err)
+			if got != tt.want {
+				t.Errorf("upstreamProblem(%v) = %q, want %q", err, got, tt.want)
+			}
+			for _, s := range internals {
+				if strings.Contains(got, s) {
+					t.Errorf("upstreamProblem(%v) = %q leaks %q", err, got, s)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"robotsgate/proxy/audit"
+)
+
+// TestMITMJudgesEveryRequest checks interception end to end: the client
+// trusts only robotsgate's CA, the proxy trusts the origin, and each
+// request inside the tunnel is judged by its path.
+func TestMITMJudgesEveryRequest(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots, tls: true})
+	p := startProxy(t, proxyConfig{mitm: true, roots: o.roots})
+	c := p.client()
+
+	resp, body := do(t, c, "GET", o.URL+"/page", ua(curlUA))
+	if resp.StatusCode != 200 || body != "origin page /page\n" {
+		t.Fatalf("allowed GET inside the tunnel = %d %q", resp.StatusCode, body)
+	}
+	if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 ||
+		resp.TLS.PeerCertificates[0].Issuer.String() != p.ca.Certificate().Subject.String() {
+		t.Fatal("the client did not talk to a leaf signed by robotsgate's CA")
+	}
+	resp, body = do(t, c, "GET", o.URL+"/private/x", ua(curlUA))
+	want := `disallow; token="curl"; rule="/private/"; line=2; robots="https://` + o.host() + `/robots.txt"`
+	if resp.StatusCode != 403 || resp.Header.Get(decisionHeader) != want {
+		t.Fatalf("disallowed GET inside the tunnel = %d, %s %q; want 403, %q", resp.StatusCode, decisionHeader, resp.Header.Get(decisionHeader), want)
+	}
+	if !strings.Contains(body, "Rule:        Disallow: /private/ (line 2)") {
+		t.Errorf("403 body inside the tunnel lacks the rule:\n%s", body)
+	}
+	if resp, _ := do(t, c, "HEAD", o.URL+"/page", ua(curlUA)); resp.StatusCode != 200 {
+		t.Errorf("HEAD inside the tunnel = %d, want 200", resp.StatusCode)
+	}
+	if o.saw("/private/x") {
+		t.Error("the origin received the disallowed request")
+	}
+
+	recs := p.records()
+	base := audit.Record{
+		Origin: o.URL, Tunnel: o.host(), UserAgent: curlUA, Token: "curl", Group: "curl", PathsChecked: true,
+		Robots: "ok", RobotsStatus: 200, Mode: "enforce",
+	}
+	allowed := base
+	allowed.Method, allowed.URL, allowed.Verdict, allowed.Reason = "GET", o.URL+"/page", "allow", "no matching rule"
+	allowed.RobotsCache, allowed.Forwarded, allowed.Status, allowed.Upstream = "loaded", true, 200, 200
+	allowed.Bytes = int64(len("origin page /page\n"))
+	checkRecord(t, recordFor(t, recs, "GET", o.URL+"/page"), allowed)
+
+	denied := base
+	denied.Method, denied.URL, denied.Verdict, denied.Reason = "GET", o.URL+"/private/x", "disallow", "disallow: /private/ (line 2)"
+	denied.Rule, denied.RuleLine, denied.RobotsCache, denied.Status = "/private/", 2, "hit", 403
+	checkRecord(t, recordFor(t, recs, "GET", o.URL+"/private/x"), denied)
+}
+
+// TestMITMInnerRequestDecides checks that inside a tunnel the inner
+// request's Host picks the origin (and so the robots.txt) and its
+// User-Agent picks the token; the CONNECT's own target and User-Agent do
+// not count.
+func TestMITMInnerRequestDecides(t *testing.T) {
+	closed := startOrigin(t, originConfig{robots: "User-agent: *\nDisallow: /\n", tls: true})
+	open := startOrigin(t, originConfig{robots: testRobots, tls: true})
+	p := startProxy(t, proxyConfig{mitm: true, roots: open.roots})
+
+	// The CONNECT names the closed origin and speaks for curl.
+	conn, resp := connect(t, p.addr, closed.host(), curlUA)
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT = %d, want 200", resp.StatusCode)
+	}
+	tn := openTLS(t, conn, "127.0.0.1", p.caPool())
+
+	// GPTBot falls in open's "*" group, which allows /private/.
+	resp, body := tn.do("GET", open.host(), "/private/x", gptbotUA)
+	if resp.StatusCode != 200 || body != "origin page /private/x\n" {
+		t.Errorf("GPTBot, Host %s: %d %q; want the open origin's page", open.host(), resp.StatusCode, body)
+	}
+	resp, _ = tn.do("GET", open.host(), "/private/y", curlUA)
+	want := `disallow; token="curl"; rule="/private/"; line=2; robots="` + open.URL + `/robots.txt"`
+	if resp.StatusCode != 403 || resp.Header.Get(decisionHeader) != want {
+		t.Errorf("curl, Host %s: %d %q; want 403 %q", open.host(), resp.StatusCode, resp.Header.Get(decisionHeader), want)
+	}
+	resp, _ = tn.do("GET", closed.host(), "/page", gptbotUA)
+	want = `disallow; token="GPTBot"; rule="/"; line=2; robots="` + closed.URL + `/robots.txt"`
+	if resp.StatusCode != 403 || resp.Header.Get(decisionHeader) != want {
+		t.Errorf("GPTBot, Host %s: %d %q; want 403 %q", closed.host(), resp.StatusCode, resp.Header.Get(decisionHeader), want)
+	}
+	if !open.saw("/private/x") || open.saw("/private/y") || closed.saw("/page") {
+		t.Error("the origins did not receive exactly the allowed request")
+	}
+
+	recs := p.records()
+	for _, tc := range []struct {
+		url, token, origin, verdict string
+	}{
+		{open.URL + "/private/x", "GPTBot", open.URL, "allow"},
+		{open.URL + "/private/y", "curl", open.URL, "disallow"},
+		{closed.URL + "/page", "GPTBot", closed.URL, "disallow"},
+	} {
+		rec := recordFor(t, recs, "GET", tc.url)
+		if rec.Token != tc.token || rec.Origin != tc.origin || rec.Verdict != tc.verdict || rec.Tunnel != closed.host() {
+			t.Errorf("record for %s: token %q, origin %q, verdict %q, tunnel %q; want %q, %q, %q, %q",
+				tc.url, rec.Token, rec.Origin, rec.Verdict, rec.Tunnel, tc.token, tc.origin, tc.verdict, closed.host())
+		}
+	}
+}
+
+// TestConnectWithoutMITM checks blind tunnels: refused when the crawler
+// may fetch nothing on the host (or robots.txt is unreachable), let
+// through otherwise, and recorded as judged by host only.
+func TestConnectWithoutMITM(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots, tls: true})
+	failing := startOrigin(t, originConfig{robots: "", robotsStatus: 503, tls: true})
+	p := startProxy(t, proxyConfig{roots: o.roots})
+
+	// badbot may fetch nothing: refused, with the rule.
+	_, resp := connect(t, p.addr, o.host(), badbotUA)
+	want := `disallow; token="badbot"; rule="/"; line=8; robots="https://` + o.host() + `/robots.txt"`
+	if resp.StatusCode != 403 || resp.Header.Get(decisionHeader) != want {
+		t.Errorf("CONNECT as badbot = %d, %s %q; want 403, %q", resp.StatusCode, decisionHeader, resp.Header.Get(decisionHeader), want)
+	}
+
+	// curl may fetch something: the tunnel opens, and what goes through
+	// it is not judged (the proxy cannot see it).
+	conn, resp := connect(t, p.addr, o.host(), curlUA)
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT as curl = %d, want 200", resp.StatusCode)
+	}
+	tn := openTLS(t, conn, "127.0.0.1", o.roots) // the origin's own certificate: no interception
+	if resp, body := tn.do("GET", o.host(), "/private/x", curlUA); resp.StatusCode != 200 || body != "origin page /private/x\n" {
+		t.Errorf("GET through the blind tunnel = %d %q, want the origin's page", resp.StatusCode, body)
+	}
+
+	// robots.txt unreachable: complete disallow, even for a blind tunnel.
+	_, resp = connect(t, p.addr, failing.host(), curlUA)
+	want = `disallow; token="curl"; reason="robots.txt 503: complete disallow"; robots="https://` + failing.host() + `/robots.txt"`
+	if resp.StatusCode != 403 || resp.Header.Get(decisionHeader) != want {
+		t.Errorf("CONNECT with robots.txt 503 = %d, %q; want 403, %q", resp.StatusCode, resp.Header.Get(decisionHeader), want)
+	}
+
+	recs := p.records()
+	var badbot, curl audit.Record
+	for _, r := range recs {
+		if r.Method == http.MethodConnect && r.URL == o.host() {
+			switch r.Token {
+			case "badbot":
+				badbot = r
+			case "curl":
+				curl = r
+			}
+		}
+	}
+	checkRecord(t, badbot, audit.Record{
+		Method: "CONNECT", URL: o.host(), Origin: o.URL, UserAgent: badbotUA, Token: "badbot",
+		Verdict: "disallow", Reason: "disallow: / (line 8)", Rule: "/", RuleLine: 8, Group: "badbot",
+		PathsChecked: false, Robots: "ok", RobotsStatus: 200, RobotsCache: "loaded", Mode: "enforce", Status: 403,
+	})
+	checkRecord(t, curl, audit.Record{
+		Method: "CONNECT", URL: o.host(), Origin: o.URL, UserAgent: curlUA, Token: "curl",
+		Verdict: "allow", Reason: "tunnel not intercepted: only the host was judged: no matching rule",
+		PathsChecked: false, Robots: "ok", RobotsStatus: 200, RobotsCache: "hit", Mode: "enforce",
+		Forwarded: true, Status: 200,
+	})
+	if rec := recordFor(t, recs, "CONNECT", failing.host()); rec.Verdict != "disallow" || rec.Status != 403 || rec.Robots != "unreachable" {
+		t.Errorf("record for the unreachable robots.txt: %+v", rec)
+	}
+	if len(recs) != 3 {
+		t.Errorf("got %d records, want 3: one per CONNECT, none for what the blind tunnel carried", len(recs))
+	}
+}
+
+// TestConnectWithoutMITMAuditMode checks that audit mode opens the tunnel
+// enforcement would refuse, and records the verdict.
+func TestConnectWithoutMITMAuditMode(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots, tls: true})
+	p := startProxy(t, proxyConfig{mode: ModeAudit, roots: o.roots})
+	conn, resp := connect(t, p.addr, o.host(), badbotUA)
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT as badbot in audit mode = %d, want 200", resp.StatusCode)
+	}
+	tn := openTLS(t, conn, "127.0.0.1", o.roots)
+	if resp, _ := tn.do("GET", o.host(), "/", badbotUA); resp.StatusCode != 200 {
+		t.Errorf("GET through the tunnel = %d, want 200", resp.StatusCode)
+	}
+	rec := recordFor(t, p.records(), "CONNECT", o.host())
+	if rec.Verdict != "disallow" || !rec.Forwarded || rec.Mode != "audit" || rec.Status != 200 || rec.Rule != "/" || rec.PathsChecked {
+		t.Errorf("audit-mode CONNECT record: %+v", rec)
+	}
+}
+
+func TestTunnelScheme(t *testing.T) {
+	for _, tt := range []struct{ target, want string }{
+		{"example.com:443", "https"},
+		{"example.com:80", "http"},
+		{"example.com:8080", "https"},
+		{"[::1]:80", "http"},
+		{"example.com", "https"},
+	} {
+		if got := tunnelScheme(tt.target); got != tt.want {
+			t.Errorf("tunnelScheme(%q) = %q, want %q", tt.target, got, tt.want)
+		}
+	}
+}

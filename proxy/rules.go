@@ -1,0 +1,35 @@
+package proxy
+
+import (
+	"context"
+	"log/slog"
+
+	"robotsgate/cache"
+	"robotsgate/robots"
+)
+
+// RobotsLoader loads an origin's robots.txt into the rules cache: an
+// unreachable robots.txt is a transient failure (a good copy fetched
+// before keeps being obeyed, and the fetch is retried soon), anything else
+// is kept for as long as the origin's Cache-Control or Expires asks,
+// within the cache's bounds. Each fetch is logged at debug level.
+func RobotsLoader(fetcher *robots.Fetcher, log *slog.Logger) cache.LoadFunc[*robots.FetchResult] {
+	return func(ctx context.Context, origin string) cache.Result[*robots.FetchResult] {
+		res := fetcher.Fetch(ctx, origin)
+		if log.Enabled(ctx, slog.LevelDebug) {
+			log.DebugContext(ctx, "fetched robots.txt", "origin", origin, "outcome", res.Outcome.String(),
+				"status", res.Status, "bytes", res.Bytes, "truncated", res.Truncated, "redirects", res.Redirects,
+				"duration", res.Duration.String(), "err", res.Err)
+		}
+		r := cache.Result[*robots.FetchResult]{
+			Value:   res,
+			Cost:    res.RetainedBytes(),
+			Failed:  res.Outcome == robots.OutcomeUnreachable,
+			Outcome: res.Outcome.String(),
+		}
+		if ttl, ok := res.Freshness.TTL(); ok {
+			r.MaxAge, r.NoStore = ttl, ttl <= 0
+		}
+		return r
+	}
+}
