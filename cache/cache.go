@@ -1,5 +1,5 @@
 // Package cache is robotsgate's per-origin memory: it keeps, per key (an
-// origin such as "https://example.com:443"), the value a LoadFunc produced,
+// origin such as "https://example.com"), the value a LoadFunc produced,
 // bounded by a memory budget in bytes, fresh for a time the source may ask
 // for, loaded once per key at a time, and kept serving a last good value
 // while the source is failing. It is generic over the value and knows
