@@ -24,7 +24,6 @@ type decision struct {
 	rec     audit.Record
 	start   time.Time
 	verdict robots.Verdict
-	robots  string // URL of the robots.txt that decided
 	done    bool
 }
 
@@ -52,7 +51,6 @@ func (s *Server) handleRequest(req *http.Request, pctx *goproxy.ProxyCtx) (*http
 		return req, d.fail(req, http.StatusBadRequest, "the request names no http or https origin", err)
 	}
 	d.rec.Origin = origin
-	d.robots = origin + "/robots.txt"
 	path := requestPath(req)
 
 	if robots.IsRobotsTxt(path) {
@@ -105,6 +103,10 @@ func (d *decision) noteVerdict() {
 		d.rec.RuleLine = v.Rule.Line
 	}
 }
+
+// robotsURL is the robots.txt that decided; built only when a response
+// or header names it, not on every request.
+func (d *decision) robotsURL() string { return d.rec.Origin + "/robots.txt" }
 
 // fail answers a request the proxy could not judge or forward.
 func (d *decision) fail(req *http.Request, status int, why string, err error) *http.Response {
@@ -164,7 +166,6 @@ func (s *Server) judgeTunnel(host string, pctx *goproxy.ProxyCtx) *goproxy.Conne
 		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}
 	}
 	d.rec.Origin = origin
-	d.robots = origin + "/robots.txt"
 	result, info, err := s.opts.Rules.Get(req.Context(), origin)
 	if err != nil {
 		pctx.Resp = d.fail(req, http.StatusGatewayTimeout, "the client went away before robots.txt was fetched", err)

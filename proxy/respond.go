@@ -40,7 +40,7 @@ func decisionValue(d *decision) string {
 	} else {
 		param("reason", d.verdict.Reason())
 	}
-	param("robots", d.robots)
+	param("robots", d.robotsURL())
 	if d.s.opts.Mode == ModeAudit {
 		b.WriteString("; mode=audit")
 	}
@@ -95,7 +95,7 @@ func forbidden(req *http.Request, d *decision) *http.Response {
 	if wantsJSON(req.Header.Get("Accept")) {
 		out := forbiddenJSON{
 			Status: http.StatusForbidden, Decision: "disallow", URL: d.rec.URL, Token: d.rec.Token,
-			UserAgent: d.rec.UserAgent, RobotsTxt: d.robots, Reason: v.Reason(), Group: v.Group, GroupLines: v.GroupLines,
+			UserAgent: d.rec.UserAgent, RobotsTxt: d.robotsURL(), Reason: v.Reason(), Group: v.Group, GroupLines: v.GroupLines,
 		}
 		if r := v.Rule; r != nil {
 			out.Rule = &ruleJSON{Directive: "disallow", Pattern: r.Pattern, Line: r.Line}
@@ -121,7 +121,7 @@ func forbiddenText(d *decision) []byte {
 	} else {
 		fmt.Fprintf(&b, "Crawler:     product token %q, from User-Agent %q\n", d.rec.Token, d.rec.UserAgent)
 	}
-	fmt.Fprintf(&b, "robots.txt:  %s\n", d.robots)
+	fmt.Fprintf(&b, "robots.txt:  %s\n", d.robotsURL())
 	if v.Group != "" {
 		lines := make([]string, len(v.GroupLines))
 		for i, l := range v.GroupLines {

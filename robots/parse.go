@@ -436,10 +436,12 @@ func isNameByte(c byte) bool {
 	return false
 }
 
+// asciiLower lower-cases the ASCII letters of s, without copying s when
+// it has none.
 func asciiLower(s string) string {
 	for i := 0; i < len(s); i++ {
 		if 'A' <= s[i] && s[i] <= 'Z' {
-			return strings.ToLower(s)
+			return string(lowerASCII(make([]byte, 0, len(s)), s))
 		}
 	}
 	return s
