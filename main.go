@@ -26,6 +26,7 @@ import (
 	"robotsgate/config"
 	"robotsgate/proxy"
 	"robotsgate/proxy/audit"
+	"robotsgate/proxy/destination"
 	"robotsgate/proxy/mitm"
 	"robotsgate/robots"
 	"robotsgate/robots/checkcmd"
@@ -138,7 +139,7 @@ func upstreamRoots(cfg *config.Config) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-func newFetcher(cfg *config.Config, roots *x509.CertPool) *robots.Fetcher {
+func newFetcher(cfg *config.Config, roots *x509.CertPool, destinations *destination.Policy) *robots.Fetcher {
 	return robots.NewFetcher(robots.FetcherOptions{
 		UserAgent:      cfg.FetchUserAgent,
 		Timeout:        cfg.FetchTimeout,
@@ -146,6 +147,7 @@ func newFetcher(cfg *config.Config, roots *x509.CertPool) *robots.Fetcher {
 		MaxBytes:       int(cfg.ParseLimit),
 		AuthDisallow:   cfg.RobotsAuthStatus == config.RobotsAuthDisallow,
 		RootCAs:        roots,
+		DialControl:    destinations.Control,
 	})
 }
 
@@ -159,7 +161,7 @@ func check(args []string) int {
 		fmt.Fprintf(os.Stderr, "robotsgate check: %v\n", err)
 		return exitConfig
 	}
-	fetcher := newFetcher(cfg, roots)
+	fetcher := newFetcher(cfg, roots, destination.New(cfg.DenyDestinations))
 	defer fetcher.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -207,7 +209,8 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 		}
 	}
 
-	fetcher := newFetcher(cfg, roots)
+	destinations := destination.New(cfg.DenyDestinations)
+	fetcher := newFetcher(cfg, roots, destinations)
 	defer fetcher.Close()
 	rules, err := cache.New(cache.Options{
 		MaxBytes:   int64(cfg.CacheMaxBytes),
@@ -222,7 +225,16 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	}
 	defer rules.Close()
 
-	auditLog, err := audit.Open(cfg.AuditLog)
+	auditLog, err := audit.Open(cfg.AuditLog, audit.Options{
+		OnFailure: func(err error) {
+			if cfg.AuditOnError == config.AuditRefuse {
+				log.Error("the audit log cannot be written; refusing every request with 503 until it can (ROBOTSGATE_AUDIT_ON_ERROR=refuse)", "err", err)
+				return
+			}
+			log.Error("the audit log cannot be written; SERVING ON WITHOUT A WORKING AUDIT LOG (ROBOTSGATE_AUDIT_ON_ERROR=continue): records are kept in memory, within a bound, until it can", "err", err)
+		},
+		OnRecovery: func() { log.Info("the audit log can be written again") },
+	})
 	if err != nil {
 		return configError{fmt.Errorf("ROBOTSGATE_AUDIT_LOG: %w", err)}
 	}
@@ -231,11 +243,13 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 		sources.Issuer = issuer.Stats
 	}
 	server, err := proxy.New(proxy.Options{
-		Mode:   proxy.Mode(cfg.Mode),
-		Rules:  rules,
-		Audit:  auditLog,
-		Issuer: issuer,
-		CA:     ca,
+		Mode:         proxy.Mode(cfg.Mode),
+		Rules:        rules,
+		Audit:        auditLog,
+		AuditOnError: proxy.AuditOnError(cfg.AuditOnError),
+		Issuer:       issuer,
+		CA:           ca,
+		Destinations: destinations,
 		Upstream: proxy.UpstreamOptions{
 			DialTimeout:           cfg.UpstreamDialTimeout,
 			TLSHandshakeTimeout:   cfg.UpstreamTLSTimeout,
@@ -243,10 +257,17 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 			IdleConnTimeout:       cfg.UpstreamIdleTimeout,
 			RootCAs:               roots,
 		},
-		ClientIdleTimeout: cfg.ClientIdleTimeout,
-		Logger:            log,
-		Metrics:           proxy.NewMetrics(buildVersion(), sources),
-		Version:           buildVersion(),
+		Client: proxy.ClientLimits{
+			IdleTimeout:    cfg.ClientIdleTimeout,
+			HeaderTimeout:  cfg.ClientHeaderTimeout,
+			TLSTimeout:     cfg.ClientTLSTimeout,
+			MaxHeaderBytes: int(cfg.MaxHeaderBytes),
+			MaxURLBytes:    int(cfg.MaxURLBytes),
+			MaxConnections: cfg.MaxConnections,
+		},
+		Logger:  log,
+		Metrics: proxy.NewMetrics(buildVersion(), sources),
+		Version: buildVersion(),
 	})
 	if err != nil {
 		auditLog.Close()
@@ -259,7 +280,11 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 		return configError{fmt.Errorf("ROBOTSGATE_LISTEN: %w", err)}
 	}
 	log.Info("robotsgate listening", "version", buildVersion(), "addr", ln.Addr().String(), "mode", cfg.Mode,
-		"mitm", cfg.MITM, "audit_log", cfg.AuditLog)
+		"mitm", cfg.MITM, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String())
+	if proxy.ListensBeyondLoopback(ln.Addr()) {
+		log.Warn("robotsgate listens beyond loopback: anyone who can reach this address can use it as a proxy; publish it on 127.0.0.1 or keep the network closed",
+			"addr", ln.Addr().String())
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -118,6 +118,8 @@ func (c *checker) addParseErrors(err error) {
 		switch pe.Type {
 		case reflect.TypeFor[time.Duration]():
 			c.report(name, pe.Err, `%s is not a duration; use e.g. "5s" or "1m30s"`, value)
+		case reflect.TypeFor[int]():
+			c.report(name, pe.Err, `%s is not a whole number`, value)
 		case reflect.TypeFor[bool]():
 			c.report(name, pe.Err, `%s is not a boolean; use "true" or "false"`, value)
 		case reflect.TypeFor[slog.Level]():
@@ -148,7 +150,10 @@ func (c *checker) validate(cfg *Config) {
 	c.positive("ROBOTSGATE_UPSTREAM_HEADER_TIMEOUT", cfg.UpstreamResponseHeaderTimeout)
 	c.positive("ROBOTSGATE_UPSTREAM_IDLE_TIMEOUT", cfg.UpstreamIdleTimeout)
 	c.positive("ROBOTSGATE_CLIENT_IDLE_TIMEOUT", cfg.ClientIdleTimeout)
+	c.positive("ROBOTSGATE_CLIENT_HEADER_TIMEOUT", cfg.ClientHeaderTimeout)
+	c.positive("ROBOTSGATE_CLIENT_TLS_TIMEOUT", cfg.ClientTLSTimeout)
 	c.notNegative("ROBOTSGATE_SHUTDOWN_GRACE", cfg.ShutdownGrace)
+	c.checkClientLimits(cfg)
 
 	if ua, ok := c.given("ROBOTSGATE_FETCH_USER_AGENT"); ok {
 		c.checkUserAgent(ua)
@@ -357,6 +362,26 @@ func (c *checker) checkSizes(cfg *Config) {
 	}
 	if !c.failed(cacheName) && cfg.CacheMaxBytes < minCache {
 		c.report(cacheName, nil, "%s (%s) is below %s; use at least %s", c.shown(cacheName), cfg.CacheMaxBytes, minCache, minCache)
+	}
+}
+
+func (c *checker) checkClientLimits(cfg *Config) {
+	const headerName, urlName, connsName = "ROBOTSGATE_MAX_HEADER_BYTES", "ROBOTSGATE_MAX_URL_BYTES", "ROBOTSGATE_MAX_CONNECTIONS"
+	const minHeader, maxHeader, minURL = 4 * KiB, 1 * MiB, 1 * KiB
+	if !c.failed(headerName) && (cfg.MaxHeaderBytes < minHeader || cfg.MaxHeaderBytes > maxHeader) {
+		c.report(headerName, nil, "%s (%s) is out of range; use a size from %s to %s", c.shown(headerName), cfg.MaxHeaderBytes, minHeader, maxHeader)
+	}
+	if !c.failed(urlName) {
+		switch {
+		case cfg.MaxURLBytes < minURL:
+			c.report(urlName, nil, "%s (%s) is below %s; use at least %s", c.shown(urlName), cfg.MaxURLBytes, minURL, minURL)
+		case !c.failed(headerName) && cfg.MaxURLBytes > cfg.MaxHeaderBytes:
+			c.report(urlName, nil, "%s (%s) is above ROBOTSGATE_MAX_HEADER_BYTES (%s), which bounds the request line too; use at most that",
+				c.shown(urlName), cfg.MaxURLBytes, cfg.MaxHeaderBytes)
+		}
+	}
+	if !c.failed(connsName) && (cfg.MaxConnections < 1 || cfg.MaxConnections > 1_000_000) {
+		c.report(connsName, nil, "%s is out of range; use a number of connections from 1 to 1000000", c.shown(connsName))
 	}
 }
 

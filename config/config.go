@@ -123,6 +123,29 @@ type Config struct {
 	// kept, also inside intercepted tunnels.
 	ClientIdleTimeout time.Duration `env:"CLIENT_IDLE_TIMEOUT" envDefault:"2m" desc:"How long an idle keep-alive connection from a client is kept, also inside intercepted tunnels"`
 
+	// ClientHeaderTimeout bounds reading a request's headers, inside
+	// tunnels too, and the wait for the first byte through a new tunnel.
+	ClientHeaderTimeout time.Duration `env:"CLIENT_HEADER_TIMEOUT" envDefault:"10s" desc:"Time limit for a client to send a request's headers, inside tunnels too, and the first byte through a new tunnel"`
+
+	// ClientTLSTimeout bounds the TLS handshake of an intercepted tunnel.
+	ClientTLSTimeout time.Duration `env:"CLIENT_TLS_TIMEOUT" envDefault:"10s" desc:"Time limit for the TLS handshake with a client whose tunnel is intercepted"`
+
+	// MaxHeaderBytes bounds a request's header section, request line
+	// included, plainly and inside tunnels.
+	MaxHeaderBytes ByteSize `env:"MAX_HEADER_BYTES" envDefault:"64KiB" desc:"Largest request header section accepted, request line included, inside tunnels too (431 beyond), from 4KiB to 1MiB"`
+
+	// MaxURLBytes bounds the request target.
+	MaxURLBytes ByteSize `env:"MAX_URL_BYTES" envDefault:"8KiB" desc:"Longest request target accepted (414 beyond), from 1KiB to ROBOTSGATE_MAX_HEADER_BYTES"`
+
+	// MaxConnections bounds the client connections open at once.
+	MaxConnections int `env:"MAX_CONNECTIONS" envDefault:"4096" desc:"Most client connections open at once, tunnels included; beyond it new clients get 503 at once and open ones are unharmed"`
+
+	// DenyDestinations are address ranges the proxy never connects to.
+	DenyDestinations DestinationList `env:"DENY_DESTINATIONS" envDefault:"169.254.0.0/16,fe80::/10,0.0.0.0/8,::/128" desc:"Comma-separated CIDRs or addresses robotsgate never connects to, checked on the resolved address of every connection; none to deny nothing"`
+
+	// AuditOnError says what happens while the audit log cannot be written.
+	AuditOnError AuditOnError `env:"AUDIT_ON_ERROR" envDefault:"refuse" desc:"While the audit log cannot be written: refuse answers 503 to every request until it can; continue serves on and logs loudly"`
+
 	// ShutdownGrace is how long in-flight requests may run on after SIGTERM.
 	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"10s" desc:"How long in-flight requests may finish after SIGTERM"`
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/big"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -43,7 +44,17 @@ func defaults() Config {
 		UpstreamResponseHeaderTimeout: 30 * time.Second,
 		UpstreamIdleTimeout:           90 * time.Second,
 		ClientIdleTimeout:             2 * time.Minute,
-		ShutdownGrace:                 10 * time.Second,
+		ClientHeaderTimeout:           10 * time.Second,
+		ClientTLSTimeout:              10 * time.Second,
+		MaxHeaderBytes:                64 * 1024,
+		MaxURLBytes:                   8 * 1024,
+		MaxConnections:                4096,
+		DenyDestinations: DestinationList{
+			netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10"),
+			netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("::/128"),
+		},
+		AuditOnError:  AuditRefuse,
+		ShutdownGrace: 10 * time.Second,
 	}
 }
 
@@ -118,7 +129,7 @@ func TestLoadFromEmptyGivesDefaults(t *testing.T) {
 	if !strings.HasSuffix(cfg.CADir, "robotsgate") {
 		t.Errorf("CADir = %q, want it to end with robotsgate", cfg.CADir)
 	}
-	if *cfg != want {
+	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("LoadFrom(empty) =\n%+v\nwant\n%+v", *cfg, want)
 	}
 }
@@ -137,7 +148,7 @@ func TestEmptyValueMeansDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *got != *want {
+	if !reflect.DeepEqual(*got, *want) {
 		t.Errorf("all variables empty =\n%+v\nwant the defaults\n%+v", *got, *want)
 	}
 }
@@ -227,6 +238,20 @@ func TestLoadFromValidValues(t *testing.T) {
 			map[string]string{"ROBOTSGATE_CACHE_MAX_AGE": "1h", "ROBOTSGATE_CACHE_MIN_AGE": "1h"},
 			func(c *Config) { c.CacheMaxAge, c.CacheMinAge = time.Hour, time.Hour }},
 		{"unreachable retry", map[string]string{"ROBOTSGATE_UNREACHABLE_RETRY": "10s"}, func(c *Config) { c.UnreachableRetry = 10 * time.Second }},
+		{"deny nothing", map[string]string{"ROBOTSGATE_DENY_DESTINATIONS": "None"}, func(c *Config) { c.DenyDestinations = DestinationList{} }},
+		{"deny addresses and ranges", map[string]string{"ROBOTSGATE_DENY_DESTINATIONS": " 10.0.0.0/8, 192.168.1.7 ,::1,10.1.2.3/16"},
+			func(c *Config) {
+				c.DenyDestinations = DestinationList{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32"),
+					netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("10.1.0.0/16")}
+			}},
+		{"audit on error continue", map[string]string{"ROBOTSGATE_AUDIT_ON_ERROR": "Continue"}, func(c *Config) { c.AuditOnError = AuditContinue }},
+		{"client limits", map[string]string{
+			"ROBOTSGATE_MAX_HEADER_BYTES": "4KiB", "ROBOTSGATE_MAX_URL_BYTES": "4KiB", "ROBOTSGATE_MAX_CONNECTIONS": "1",
+			"ROBOTSGATE_CLIENT_HEADER_TIMEOUT": "1s", "ROBOTSGATE_CLIENT_TLS_TIMEOUT": "2s",
+		}, func(c *Config) {
+			c.MaxHeaderBytes, c.MaxURLBytes, c.MaxConnections = 4<<10, 4<<10, 1
+			c.ClientHeaderTimeout, c.ClientTLSTimeout = time.Second, 2*time.Second
+		}},
 		{"max stale zero", map[string]string{"ROBOTSGATE_MAX_STALE": "0"}, func(c *Config) { c.MaxStale = 0 }},
 		{"upstream timeouts", map[string]string{
 			"ROBOTSGATE_UPSTREAM_DIAL_TIMEOUT":   "1s",
@@ -254,7 +279,7 @@ func TestLoadFromValidValues(t *testing.T) {
 			if _, set := tt.environ["ROBOTSGATE_CA_DIR"]; set && got.CADir != want.CADir {
 				t.Errorf("CADir = %q, want %q", got.CADir, want.CADir)
 			}
-			if *got != want {
+			if !reflect.DeepEqual(*got, want) {
 				t.Errorf("LoadFrom(%v) =\n%+v\nwant\n%+v", tt.environ, *got, want)
 			}
 		})
@@ -315,6 +340,22 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			"ROBOTSGATE_AUDIT_LOG", []string{`"` + certFile + `" is not a directory`}},
 		{"audit log is a directory", map[string]string{"ROBOTSGATE_AUDIT_LOG": dir},
 			"ROBOTSGATE_AUDIT_LOG", []string{`"` + dir + `" is a directory`}},
+		{"deny destinations not CIDRs", map[string]string{"ROBOTSGATE_DENY_DESTINATIONS": "10.0.0.0/8,metadata,10.0.0.0/33"},
+			"ROBOTSGATE_DENY_DESTINATIONS", []string{`"metadata", "10.0.0.0/33" are not CIDRs or IP addresses`, `"none"`}},
+		{"deny destinations only commas", map[string]string{"ROBOTSGATE_DENY_DESTINATIONS": ",,"},
+			"ROBOTSGATE_DENY_DESTINATIONS", []string{"names no range"}},
+		{"audit on error", map[string]string{"ROBOTSGATE_AUDIT_ON_ERROR": "ignore"},
+			"ROBOTSGATE_AUDIT_ON_ERROR", []string{`"ignore" is not valid; use "refuse"`, `"continue"`}},
+		{"max connections zero", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS": "0"},
+			"ROBOTSGATE_MAX_CONNECTIONS", []string{`"0" is out of range`, "from 1 to 1000000"}},
+		{"max connections not a number", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS": "lots"},
+			"ROBOTSGATE_MAX_CONNECTIONS", []string{`"lots" is not a whole number`}},
+		{"max header bytes too small", map[string]string{"ROBOTSGATE_MAX_HEADER_BYTES": "1KiB"},
+			"ROBOTSGATE_MAX_HEADER_BYTES", []string{"out of range", "from 4 KiB to 1 MiB"}},
+		{"max URL above the header bound", map[string]string{"ROBOTSGATE_MAX_URL_BYTES": "128KiB"},
+			"ROBOTSGATE_MAX_URL_BYTES", []string{"above ROBOTSGATE_MAX_HEADER_BYTES (64 KiB)"}},
+		{"client TLS timeout zero", map[string]string{"ROBOTSGATE_CLIENT_TLS_TIMEOUT": "0s"},
+			"ROBOTSGATE_CLIENT_TLS_TIMEOUT", []string{"is not positive"}},
 		{"fetch timeout without unit", map[string]string{"ROBOTSGATE_FETCH_TIMEOUT": "5"},
 			"ROBOTSGATE_FETCH_TIMEOUT", []string{`ROBOTSGATE_FETCH_TIMEOUT: "5" is not a duration; use e.g. "5s" or "1m30s"`}},
 		{"fetch timeout zero", map[string]string{"ROBOTSGATE_FETCH_TIMEOUT": "0s"},

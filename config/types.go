@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -73,6 +74,77 @@ func (s *RobotsAuthStatus) UnmarshalText(text []byte) error {
 	}
 	return fmt.Errorf("%q is not valid; use %q (RFC 9309: no restrictions) or %q (1996 draft: complete disallow)",
 		text, RobotsAuthAllow, RobotsAuthDisallow)
+}
+
+// AuditOnError is what robotsgate does while its audit log cannot be written.
+type AuditOnError string
+
+const (
+	// AuditRefuse answers 503 until the log can be written again.
+	AuditRefuse AuditOnError = "refuse"
+	// AuditContinue serves on without a working log.
+	AuditContinue AuditOnError = "continue"
+)
+
+// UnmarshalText accepts "refuse" or "continue" in any case.
+func (a *AuditOnError) UnmarshalText(text []byte) error {
+	switch v := AuditOnError(strings.ToLower(string(text))); v {
+	case AuditRefuse, AuditContinue:
+		*a = v
+		return nil
+	}
+	return fmt.Errorf("%q is not valid; use %q (answer 503 until the log can be written) or %q", text, AuditRefuse, AuditContinue)
+}
+
+// DestinationList is a set of address ranges, written as comma-separated
+// CIDRs ("169.254.0.0/16") or single addresses ("10.0.0.1", meaning /32 or
+// /128), or "none" for the empty set.
+type DestinationList []netip.Prefix
+
+// UnmarshalText parses the list; every bad entry is named.
+func (l *DestinationList) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	if strings.EqualFold(s, "none") {
+		*l = DestinationList{}
+		return nil
+	}
+	var list DestinationList
+	var bad []string
+	for entry := range strings.SplitSeq(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		if prefix, err := netip.ParsePrefix(entry); err == nil {
+			list = append(list, prefix.Masked())
+		} else if addr, err := netip.ParseAddr(entry); err == nil && addr.Zone() == "" {
+			list = append(list, netip.PrefixFrom(addr, addr.BitLen()))
+		} else {
+			bad = append(bad, strconv.Quote(entry))
+		}
+	}
+	switch {
+	case len(bad) == 1:
+		return fmt.Errorf("%s is not a CIDR or an IP address; use e.g. \"169.254.0.0/16,10.0.0.0/8\", or \"none\"", bad[0])
+	case len(bad) > 1:
+		return fmt.Errorf("%s are not CIDRs or IP addresses; use e.g. \"169.254.0.0/16,10.0.0.0/8\", or \"none\"", strings.Join(bad, ", "))
+	case len(list) == 0:
+		return fmt.Errorf("%q names no range; use e.g. \"169.254.0.0/16\", or \"none\" to deny nothing", s)
+	}
+	*l = list
+	return nil
+}
+
+// String lists the ranges as they are written in configuration.
+func (l DestinationList) String() string {
+	if len(l) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(l))
+	for i, p := range l {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, ",")
 }
 
 // ByteSize is a number of bytes, written in configuration as a plain integer

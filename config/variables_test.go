@@ -37,6 +37,9 @@ func TestVariablesCoverEveryField(t *testing.T) {
 		"ROBOTSGATE_UNREACHABLE_RETRY", "ROBOTSGATE_MAX_STALE", "ROBOTSGATE_UPSTREAM_DIAL_TIMEOUT",
 		"ROBOTSGATE_UPSTREAM_TLS_TIMEOUT", "ROBOTSGATE_UPSTREAM_HEADER_TIMEOUT", "ROBOTSGATE_UPSTREAM_IDLE_TIMEOUT",
 		"ROBOTSGATE_CLIENT_IDLE_TIMEOUT", "ROBOTSGATE_SHUTDOWN_GRACE",
+		"ROBOTSGATE_CLIENT_HEADER_TIMEOUT", "ROBOTSGATE_CLIENT_TLS_TIMEOUT", "ROBOTSGATE_MAX_HEADER_BYTES",
+		"ROBOTSGATE_MAX_URL_BYTES", "ROBOTSGATE_MAX_CONNECTIONS", "ROBOTSGATE_DENY_DESTINATIONS",
+		"ROBOTSGATE_AUDIT_ON_ERROR",
 	}
 	for _, name := range want {
 		if !seen[name] {
@@ -69,7 +72,7 @@ func TestVariablesDefaultsAreTheDefaults(t *testing.T) {
 	}
 	want := defaults()
 	want.CADir = got.CADir
-	if *got != want {
+	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("documented defaults give\n%+v\nwant\n%+v", *got, want)
 	}
 }

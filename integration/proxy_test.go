@@ -300,66 +300,6 @@ func TestRobotsTxtStatus(t *testing.T) {
 	}
 }
 
-// TestTunnelJudgedOnInnerHost sends, inside a tunnel opened to origin A, a
-// request whose Host is origin B: it is judged by B's robots.txt and goes
-// to B, whatever A's robots.txt says.
-func TestTunnelJudgedOnInnerHost(t *testing.T) {
-	t.Parallel()
-	const disallowsPath = "User-agent: *\nDisallow: /path\n"
-	const allowsAll = "User-agent: *\nAllow: /\n"
-	cases := []struct {
-		name             string
-		connectTo, inner *origin
-		wantStatus       int
-	}{
-		{name: "CONNECT host allows, inner host disallows", wantStatus: http.StatusForbidden},
-		{name: "CONNECT host disallows, inner host allows", wantStatus: http.StatusOK},
-	}
-	cases[0].connectTo = newOrigin(t, true, map[string]http.HandlerFunc{"/robots.txt": robotsTxt(allowsAll)})
-	cases[0].inner = newOrigin(t, true, map[string]http.HandlerFunc{"/robots.txt": robotsTxt(disallowsPath)})
-	cases[1].connectTo = newOrigin(t, true, map[string]http.HandlerFunc{"/robots.txt": robotsTxt(disallowsPath)})
-	cases[1].inner = newOrigin(t, true, map[string]http.HandlerFunc{"/robots.txt": robotsTxt(allowsAll)})
-	p := startProxy(t, upstreamCA(t, cases[0].connectTo, cases[0].inner, cases[1].connectTo, cases[1].inner))
-
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			conn := p.intercept(t, c.connectTo.addr, crawlerUA)
-			req, _ := http.NewRequest(http.MethodGet, "https://"+c.inner.addr+"/path", nil)
-			req.Header.Set("User-Agent", crawlerUA)
-			r := roundTrip(t, conn, req)
-			if r.status != c.wantStatus {
-				t.Fatalf("status %d, want %d; body %q", r.status, c.wantStatus, r.body)
-			}
-			innerRobots := "https://" + c.inner.addr + "/robots.txt"
-			if n := c.inner.count("/robots.txt"); n != 1 {
-				t.Errorf("the inner host's robots.txt was fetched %d times, want 1", n)
-			}
-			if n := c.connectTo.count("/path"); n != 0 {
-				t.Errorf("the CONNECT host received /path %d times, want 0", n)
-			}
-			if c.wantStatus == http.StatusForbidden {
-				if h := r.header.Get("X-Robotsgate-Decision"); !strings.Contains(h, `rule="/path"`) || !strings.Contains(h, `robots="`+innerRobots+`"`) {
-					t.Errorf("X-Robotsgate-Decision %q does not cite /path in %s", h, innerRobots)
-				}
-				if !bytes.Contains(r.body, []byte(innerRobots)) {
-					t.Errorf("the 403 does not cite %s:\n%s", innerRobots, r.body)
-				}
-				if n := c.inner.count("/path"); n != 0 {
-					t.Errorf("the inner host received the disallowed /path %d times", n)
-				}
-				return
-			}
-			if string(r.body) != c.inner.page("/path") {
-				t.Errorf("body %q, want the inner host's %q", r.body, c.inner.page("/path"))
-			}
-			if n := c.inner.count("/path"); n != 1 {
-				t.Errorf("the inner host received /path %d times, want 1", n)
-			}
-		})
-	}
-}
-
 // TestTunnelJudgedOnInnerUserAgent: the User-Agent of a CONNECT is the
 // client library's, not the crawler's; each request inside is judged by
 // its own.

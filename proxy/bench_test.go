@@ -51,7 +51,7 @@ func startBenchOrigin(b *testing.B) *httptest.Server {
 func startBareGoproxy(b *testing.B, wrapConns bool) *url.URL {
 	b.Helper()
 	gp := goproxy.NewProxyHttpServer()
-	gp.Tr = newTransport(UpstreamOptions{})
+	gp.Tr = newTransport(UpstreamOptions{}, &net.Dialer{})
 	srv := &http.Server{Handler: gp, ReadHeaderTimeout: 30 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	var ln net.Listener
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -189,27 +189,21 @@ func BenchmarkDecision(b *testing.B) {
 		{"disallow", "/private/report.pdf", false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			// As goproxy hands over a plain proxy request: absolute URL
+			// As net/http hands over a plain proxy request: absolute URL
 			// and request target.
 			req := httptest.NewRequest("GET", origin.URL+bc.path, nil)
 			req.Header.Set("User-Agent", gptbotUA)
 			if !bc.allowed {
 				req.Header.Set("User-Agent", curlUA)
 			}
-			pctx := &goproxy.ProxyCtx{Req: req, Proxy: p.srv.goproxy}
 			b.ReportAllocs()
 			for b.Loop() {
-				pctx.RoundTripper = nil
-				_, resp := p.srv.handleRequest(req, pctx)
-				if bc.allowed {
-					if resp != nil || pctx.RoundTripper == nil {
-						b.Fatal("allowed request not handed to the forwarder")
-					}
-					p.srv.inflight.done() // what the forwarder does when the body closes
-					continue
+				_, answer := p.srv.decide(req, nil)
+				if bc.allowed != (answer == nil) {
+					b.Fatalf("allowed %v, answer %v", bc.allowed, answer)
 				}
-				if resp == nil || resp.StatusCode != http.StatusForbidden {
-					b.Fatal("disallowed request not refused")
+				if !bc.allowed && answer.status != http.StatusForbidden {
+					b.Fatalf("disallowed request answered %d", answer.status)
 				}
 			}
 		})

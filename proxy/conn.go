@@ -3,24 +3,74 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // connTracker wraps every accepted client connection: it closes one that
-// stays silent for the idle timeout, and it can close all of them at
-// shutdown. net/http forgets a connection once goproxy hijacks it for a
-// tunnel, so without this an idle or stuck tunnel would live forever.
+// stays silent for the idle timeout, bounds how many are open at once, and
+// can close all of them at shutdown. net/http forgets a connection once it
+// is hijacked for a tunnel, so without this an idle or stuck tunnel would
+// live forever.
 type connTracker struct {
-	idle  time.Duration
-	mu    sync.Mutex
-	conns map[*idleConn]struct{}
-	empty chan struct{} // made by drain, closed when the last connection closes
+	idle    time.Duration
+	max     int           // 0: no bound
+	refusal chan struct{} // bounds the goroutines answering clients over the bound
+	refused atomic.Uint64
+	mu      sync.Mutex
+	conns   map[*idleConn]struct{}
+	empty   chan struct{} // made by drain, closed when the last connection closes
 }
 
-func newConnTracker(idle time.Duration) *connTracker {
-	return &connTracker{idle: idle, conns: make(map[*idleConn]struct{})}
+// maxRefusing bounds the connections being answered 503 at once; past it
+// a connection over the bound is closed without a word.
+const maxRefusing = 32
+
+// refusedAnswer is what a client over the connection bound gets.
+const refusedAnswer = "HTTP/1.1 503 Service Unavailable\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\nRetry-After: 1\r\nConnection: close\r\n" +
+	"Content-Length: 72\r\n\r\n" +
+	"robotsgate has too many clients (ROBOTSGATE_MAX_CONNECTIONS); try again\n"
+
+func newConnTracker(idle time.Duration, max int) *connTracker {
+	return &connTracker{idle: idle, max: max, refusal: make(chan struct{}, maxRefusing), conns: make(map[*idleConn]struct{})}
+}
+
+// open is how many client connections are open.
+func (t *connTracker) open() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.conns)
+}
+
+// refuse answers a connection over the bound with 503 and closes it,
+// without holding up the accept loop or the connections within the bound.
+func (t *connTracker) refuse(c net.Conn) {
+	t.refused.Add(1)
+	select {
+	case t.refusal <- struct{}{}:
+	default:
+		c.Close()
+		return
+	}
+	go func() {
+		defer func() { <-t.refusal }()
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := io.WriteString(c, refusedAnswer); err != nil {
+			return
+		}
+		// Read what the client sent until it closes, so that closing with
+		// its request unread does not reset the connection before it has
+		// read the answer.
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+		io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+	}()
 }
 
 func (t *connTracker) listen(ln net.Listener) net.Listener {
@@ -71,9 +121,16 @@ type trackingListener struct {
 }
 
 func (l *trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	var c net.Conn
+	for {
+		var err error
+		if c, err = l.Listener.Accept(); err != nil {
+			return nil, err
+		}
+		if l.t.max <= 0 || l.t.open() < l.t.max {
+			break
+		}
+		l.t.refuse(c)
 	}
 	ic := &idleConn{Conn: c, t: l.t}
 	ic.timer = time.AfterFunc(l.t.idle, func() { ic.Close() })

@@ -1,87 +1,169 @@
 package proxy
 
 import (
-	"crypto/tls"
-	"net"
+	"errors"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
-
-	"github.com/elazarl/goproxy"
 
 	"robotsgate/cache"
 	"robotsgate/proxy/audit"
+	"robotsgate/proxy/destination"
 	"robotsgate/robots"
 )
 
-// tunnel marks the requests read from inside an intercepted CONNECT;
-// goproxy copies the CONNECT's UserData to each of them.
-type tunnel struct{ target string }
-
-// decision is one request on its way through the proxy: the verdict and
-// the audit record that will describe it.
+// decision is one request on its way through the proxy: its canonical
+// target, the verdict and the audit record that will describe it.
 type decision struct {
 	s       *Server
 	rec     audit.Record
 	start   time.Time
+	target  target
+	outURL  url.URL // the target as the transport is given it
 	verdict robots.Verdict
-	done    bool
+	// maxForwards is the Max-Forwards value to send on, "" to send none.
+	maxForwards string
+	done        bool
 }
 
-// handleRequest judges a plain or intercepted request and either lets
-// goproxy forward it, through forwardRoundTrip, or answers it.
-func (s *Server) handleRequest(req *http.Request, pctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
-	s.inflight.add()
+func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {
 	d := &decision{s: s, start: time.Now()}
 	d.rec = audit.Record{
-		Time: d.start, Client: req.RemoteAddr, Method: req.Method, URL: req.URL.String(),
-		UserAgent: req.UserAgent(), Mode: string(s.opts.Mode), PathsChecked: true,
+		Time: d.start, Client: r.RemoteAddr, Method: r.Method,
+		UserAgent: r.UserAgent(), Mode: string(s.opts.Mode), PathsChecked: true,
 	}
-	if t, ok := pctx.UserData.(*tunnel); ok {
-		d.rec.Tunnel = t.target
+	if tun != nil {
+		d.rec.Tunnel = tun.authority
 	}
+	return d
+}
+
+// serveProxied judges a request read plainly (tun == nil) or inside a
+// tunnel, and forwards it or answers it.
+func (s *Server) serveProxied(w http.ResponseWriter, r *http.Request, tun *tunnel) {
+	if len(r.TransferEncoding) > 0 {
+		// Go's reader drops a Content-Length sent beside Transfer-Encoding
+		// before a handler sees it, so every chunked request closes its
+		// connection after the answer, as RFC 9112 §6.1 requires of that
+		// ambiguous one.
+		w.Header().Set("Connection", "close")
+	}
+	d, answer := s.decide(r, tun)
+	if answer != nil {
+		answer.write(w, r)
+		return
+	}
+	d.forward(w, r)
+}
+
+// decide builds the canonical target and judges it. It returns the answer
+// to send, its record written, or nil when the request is to be forwarded.
+func (s *Server) decide(r *http.Request, tun *tunnel) (*decision, *page) {
+	d := s.newDecision(r, tun)
+	t := &d.target
+	perr := parseTarget(r, tun, s.opts.Client.MaxURLBytes, t)
+	if perr == nil && !t.outgoingURL(&d.outURL) {
+		perr = badRequest("the path starts with // and has characters that would have to be re-encoded to be sent on; percent-encode them")
+	}
+	if perr != nil {
+		d.rec.URL = describeRequest(r, tun)
+		p := d.failPage(perr.status, perr.why, nil)
+		p.header.Set("Connection", "close")
+		return d, p
+	}
+	d.rec.URL = t.url
+	d.rec.Origin = t.origin
 	if s.stopping.Load() {
-		return req, d.fail(req, http.StatusServiceUnavailable, "robotsgate is shutting down", nil)
+		return d, d.failPage(http.StatusServiceUnavailable, "robotsgate is shutting down", nil)
+	}
+	if p := d.auditUnwritable(); p != nil {
+		return d, p
 	}
 	d.rec.Token = robots.ProductToken(d.rec.UserAgent)
-
-	// goproxy has made req.URL absolute from the request's own Host, so an
-	// intercepted request is judged on the origin it really goes to.
-	origin, err := robots.OriginFromURL(req.URL)
-	if err != nil {
-		return req, d.fail(req, http.StatusBadRequest, "the request names no http or https origin", err)
+	if err := s.opts.Destinations.Check(t.host); err != nil {
+		return d, d.destinationPage(err)
 	}
-	d.rec.Origin = origin
-	path := requestPath(req)
+	if p := d.checkMaxForwards(r); p != nil {
+		return d, p
+	}
 
+	path := t.pathAndQuery
 	if robots.IsRobotsTxt(path) {
 		d.verdict = robots.Verdict{Allowed: true, Cause: robots.CauseRobotsTxt}
 	} else {
-		result, info, err := s.opts.Rules.Get(req.Context(), origin)
+		result, info, err := s.opts.Rules.Get(r.Context(), t.origin)
 		if err != nil {
-			return req, d.fail(req, http.StatusGatewayTimeout, "the client went away before robots.txt was fetched", err)
+			return d, d.failPage(http.StatusGatewayTimeout, "the client went away before robots.txt was fetched", err)
 		}
 		d.noteRobots(result, info)
-		d.verdict = result.Check(d.rec.Token, path)
+		if denied := deniedDestination(result.Err); denied != nil {
+			return d, d.destinationPage(denied)
+		}
+		d.verdict = result.CheckReadings(d.rec.Token, path)
 	}
 	d.noteVerdict()
 
 	if !d.verdict.Allowed && s.opts.Mode == ModeEnforce {
 		d.rec.Status = http.StatusForbidden
 		d.finish()
-		return req, forbidden(req, d)
+		return d, forbiddenPage(r, d)
 	}
 	d.rec.Forwarded = true
-	pctx.RoundTripper = goproxy.RoundTripperFunc(d.forwardRoundTrip)
-	return req, nil
+	return d, nil
 }
 
-// requestPath is the path and query as the client sent them, not as Go
-// re-encodes them: rules are matched against what the origin would see.
-func requestPath(req *http.Request) string {
-	if req.RequestURI != "" && req.RequestURI != "*" {
-		return robots.PathAndQuery(req.RequestURI)
+// describeRequest is what a refused request asked for, for its record:
+// the target as sent, user information removed, made absolute with its
+// Host inside a tunnel.
+func describeRequest(r *http.Request, tun *tunnel) string {
+	raw := redactUserinfo(r.RequestURI)
+	if tun != nil && strings.HasPrefix(raw, "/") {
+		return tun.scheme + "://" + r.Host + raw
 	}
-	return req.URL.RequestURI()
+	return raw
+}
+
+// auditUnwritable refuses the request while the audit log cannot be
+// written, unless the operator chose to carry on.
+func (d *decision) auditUnwritable() *page {
+	if d.s.opts.AuditOnError != AuditRefuse || d.s.opts.Audit.Healthy() {
+		return nil
+	}
+	return d.failPage(http.StatusServiceUnavailable,
+		"robotsgate cannot write its audit log, and refuses requests until it can (ROBOTSGATE_AUDIT_ON_ERROR=refuse)", nil)
+}
+
+// checkMaxForwards honours Max-Forwards on OPTIONS and TRACE (RFC 9110
+// §7.6.2): at 0 the proxy answers itself, above it the count goes down by
+// one on the way.
+func (d *decision) checkMaxForwards(r *http.Request) *page {
+	if r.Method != http.MethodOptions && r.Method != http.MethodTrace {
+		return nil
+	}
+	values, ok := r.Header["Max-Forwards"]
+	if !ok {
+		return nil
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(values[0]), 10, 31)
+	if err != nil || len(values) > 1 {
+		return d.failPage(http.StatusBadRequest, "Max-Forwards is not one number", nil)
+	}
+	if n > 0 {
+		d.maxForwards = strconv.FormatUint(n-1, 10)
+		return nil
+	}
+	d.verdict = robots.Verdict{Allowed: true, Cause: robots.CauseNoMatchingRule, Detail: "Max-Forwards: 0"}
+	d.rec.Verdict = "allow"
+	d.rec.Reason = "Max-Forwards: 0: answered by robotsgate"
+	d.rec.Status = http.StatusOK
+	d.finish()
+	if r.Method == http.MethodOptions {
+		p := &page{status: http.StatusOK, header: http.Header{"Allow": {"GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE"}}}
+		return p
+	}
+	return tracePage(r)
 }
 
 func (d *decision) noteRobots(result *robots.FetchResult, info cache.Info) {
@@ -102,14 +184,19 @@ func (d *decision) noteVerdict() {
 		d.rec.Rule = v.Rule.Pattern
 		d.rec.RuleLine = v.Rule.Line
 	}
+	if v.Reading != nil {
+		d.rec.Reading = v.Reading.Path
+		d.rec.ReadingSteps = v.Reading.StepsString()
+	}
 }
 
 // robotsURL is the robots.txt that decided; built only when a response
 // or header names it, not on every request.
 func (d *decision) robotsURL() string { return d.rec.Origin + "/robots.txt" }
 
-// fail answers a request the proxy could not judge or forward.
-func (d *decision) fail(req *http.Request, status int, why string, err error) *http.Response {
+// failPage records a request the proxy could not or would not judge and
+// returns the answer.
+func (d *decision) failPage(status int, why string, err error) *page {
 	d.rec.Verdict = "error"
 	d.rec.Reason = why
 	d.rec.Status = status
@@ -117,7 +204,36 @@ func (d *decision) fail(req *http.Request, status int, why string, err error) *h
 		d.rec.Error = err.Error()
 	}
 	d.finish()
-	return plainResponse(req, status, why+"\n")
+	p := plainPage(status, why+"\n")
+	if status == http.StatusBadRequest {
+		// A client that sends nonsense gets no second try on this
+		// connection: what follows may not be framed as it thinks.
+		p.header.Set("Connection", "close")
+	}
+	return p
+}
+
+// deniedDestination returns the destination policy's refusal in err.
+func deniedDestination(err error) *destination.DeniedError {
+	var denied *destination.DeniedError
+	if errors.As(err, &denied) {
+		return denied
+	}
+	return nil
+}
+
+// destinationPage refuses a request to a destination the policy denies,
+// in every mode: it is a boundary, not a robots.txt verdict.
+func (d *decision) destinationPage(err error) *page {
+	why := err.Error() + " (ROBOTSGATE_DENY_DESTINATIONS); robotsgate does not connect there"
+	d.rec.Verdict = "disallow"
+	d.rec.Reason = why
+	d.rec.Status = http.StatusForbidden
+	d.rec.Forwarded = false
+	d.finish()
+	p := plainPage(http.StatusForbidden, "403 Forbidden: "+why+".\n")
+	p.header.Set(decisionHeader, "deny-destination; reason="+quoteHeader(err.Error()))
+	return p
 }
 
 // finish writes the audit record once the request is over.
@@ -128,83 +244,7 @@ func (d *decision) finish() {
 	d.done = true
 	d.rec.Duration = float64(time.Since(d.start).Microseconds()) / 1000
 	if err := d.s.opts.Audit.Write(&d.rec); err != nil && d.s.auditErrs.CompareAndSwap(false, true) {
-		d.s.log.Error("audit log write failed; records are being lost", "err", err)
+		d.s.log.Error("audit records are being dropped", "err", err)
 	}
 	d.s.opts.Metrics.observe(&d.rec)
-	d.s.inflight.done()
-}
-
-// handleConnect intercepts a tunnel, or, with interception off, judges
-// its host as a whole.
-func (s *Server) handleConnect(host string, pctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
-	if s.opts.Issuer != nil {
-		pctx.UserData = &tunnel{target: host}
-		return &goproxy.ConnectAction{
-			Action: goproxy.ConnectMitm,
-			TLSConfig: func(host string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
-				return s.opts.Issuer.TLSConfig(host)
-			},
-		}, host
-	}
-	return s.judgeTunnel(host, pctx), host
-}
-
-// judgeTunnel decides a tunnel the proxy cannot look into: refused when
-// the crawler may fetch nothing on the origin, let through otherwise.
-func (s *Server) judgeTunnel(host string, pctx *goproxy.ProxyCtx) *goproxy.ConnectAction {
-	req := pctx.Req
-	s.inflight.add()
-	d := &decision{s: s, start: time.Now()}
-	d.rec = audit.Record{
-		Time: d.start, Client: req.RemoteAddr, Method: http.MethodConnect, URL: host,
-		UserAgent: req.UserAgent(), Mode: string(s.opts.Mode),
-	}
-	d.rec.Token = robots.ProductToken(d.rec.UserAgent)
-	origin, err := robots.OriginOf(tunnelScheme(host) + "://" + host)
-	if err != nil {
-		pctx.Resp = d.fail(req, http.StatusBadRequest, "the CONNECT target is not a host:port", err)
-		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}
-	}
-	d.rec.Origin = origin
-	result, info, err := s.opts.Rules.Get(req.Context(), origin)
-	if err != nil {
-		pctx.Resp = d.fail(req, http.StatusGatewayTimeout, "the client went away before robots.txt was fetched", err)
-		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}
-	}
-	d.noteRobots(result, info)
-	if v, all := disallowsAll(result, d.rec.Token); all {
-		d.verdict = v
-	} else {
-		d.verdict = robots.Verdict{Allowed: true, Cause: robots.CauseNoMatchingRule, Detail: "tunnel not intercepted: only the host was judged"}
-	}
-	d.noteVerdict()
-	if !d.verdict.Allowed && s.opts.Mode == ModeEnforce {
-		d.rec.Status = http.StatusForbidden
-		d.finish()
-		pctx.Resp = forbidden(req, d)
-		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}
-	}
-	d.rec.Forwarded = true
-	d.rec.Status = http.StatusOK
-	d.finish()
-	return &goproxy.ConnectAction{Action: goproxy.ConnectAccept}
-}
-
-// disallowsAll reports whether token may fetch nothing on the origin.
-func disallowsAll(result *robots.FetchResult, token string) (robots.Verdict, bool) {
-	if v := result.Check(token, "/"); v.Cause == robots.CauseUnreachable {
-		return v, true
-	}
-	if result.Robots == nil {
-		return robots.Verdict{}, false
-	}
-	return result.Robots.DisallowsAll(token)
-}
-
-// tunnelScheme guesses what a blind tunnel carries from its port.
-func tunnelScheme(hostport string) string {
-	if _, port, err := net.SplitHostPort(hostport); err == nil && port == "80" {
-		return "http"
-	}
-	return "https"
 }

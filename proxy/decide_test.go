@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"robotsgate/proxy/audit"
 )
@@ -534,29 +534,38 @@ type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, io.ErrShortWrite }
 
-// TestAuditFailureLoggedOnce checks that a broken audit log neither stops
-// the proxy nor floods its log: the failure is reported once.
-func TestAuditFailureLoggedOnce(t *testing.T) {
-	o := startOrigin(t, originConfig{robots: testRobots})
-	p := startProxy(t, proxyConfig{audit: failingWriter{}})
-	c := p.client()
-	// Records larger than half the audit buffer make the second one
-	// overflow it, so the failure shows without waiting for a flush.
-	bigUA := curlUA + " " + strings.Repeat("x", 40<<10)
-	for i := range 4 {
-		resp, _ := do(t, c, "GET", o.URL+"/private/"+strconv.Itoa(i), ua(bigUA))
-		if resp.StatusCode != 403 {
-			t.Fatalf("request %d: status %d, want 403 despite the broken audit log", i, resp.StatusCode)
-		}
-	}
-	if err := p.shutdown(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	logs := p.logs.String()
-	if n := strings.Count(logs, "audit log write failed"); n != 1 {
-		t.Errorf("the audit failure was logged %d times, want once:\n%s", n, logs)
-	}
-	if !bytes.Contains([]byte(logs), []byte(io.ErrShortWrite.Error())) {
-		t.Errorf("the log does not say what failed:\n%s", logs)
+// TestAuditLogFailure checks that a log that cannot be written stops the
+// proxy from serving (refuse, the default) within a flush interval, or
+// does not (continue).
+func TestAuditLogFailure(t *testing.T) {
+	for _, tc := range []struct {
+		policy AuditOnError
+		status int
+	}{{"", http.StatusServiceUnavailable}, {AuditContinue, http.StatusForbidden}} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			o := startOrigin(t, originConfig{robots: testRobots})
+			p := startProxy(t, proxyConfig{audit: failingWriter{}, onAuditError: tc.policy})
+			c := p.client()
+			if resp, _ := do(t, c, "GET", o.URL+"/private/0", ua(curlUA)); resp.StatusCode != 403 {
+				t.Fatalf("first request: status %d, want 403 while the log has not failed yet", resp.StatusCode)
+			}
+			deadline := time.Now().Add(testTimeout)
+			for p.auditW.Healthy() {
+				if time.Now().After(deadline) {
+					t.Fatal("the audit log still says it is healthy")
+				}
+				time.Sleep(audit.FlushInterval / 4)
+			}
+			resp, body := do(t, c, "GET", o.URL+"/private/1", ua(curlUA))
+			if resp.StatusCode != tc.status {
+				t.Fatalf("after the log failed: status %d, want %d; body %q", resp.StatusCode, tc.status, body)
+			}
+			if tc.status == http.StatusServiceUnavailable && !strings.Contains(body, "cannot write its audit log") {
+				t.Errorf("the 503 does not say why: %q", body)
+			}
+			if o.saw("/private/1") {
+				t.Error("the origin was contacted")
+			}
+		})
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 // endpoints serves requests addressed to the proxy itself rather than
 // through it.
-func (s *Server) endpoints() http.Handler {
+func (s *Server) newEndpoints() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ca.pem", func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.CA == nil {

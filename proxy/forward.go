@@ -8,80 +8,303 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"sync"
 	"syscall"
 
-	"github.com/elazarl/goproxy"
+	"golang.org/x/net/http/httpguts"
 )
 
-// forwardRoundTrip sends an allowed request to the origin. An upstream
-// failure becomes a 502 response with a short reason, never an error:
-// goproxy drops an intercepted client's connection on a round-trip error.
-// The audit record is finished when goproxy closes the response body, so
-// it carries the bytes relayed and the whole duration.
-func (d *decision) forwardRoundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
-	resp, err := d.s.transport.RoundTrip(req)
+// via is how robotsgate names itself in Via (RFC 9110 §7.6.3), by the
+// protocol version the message was received with.
+func via(major, minor int) string {
+	switch {
+	case major == 1 && minor == 0:
+		return "1.0 robotsgate"
+	case major == 2:
+		return "2.0 robotsgate"
+	case major == 3:
+		return "3.0 robotsgate"
+	}
+	return "1.1 robotsgate"
+}
+
+// removeHopByHop removes the fields Connection names and those that
+// concern one connection only (RFC 9110 §7.6.1), with the ones older
+// specifications and clients add: never forwarded, in either direction.
+func removeHopByHop(h http.Header) {
+	for _, f := range h["Connection"] {
+		for name := range strings.SplitSeq(f, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, f := range [...]string{
+		"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	} {
+		delete(h, f)
+	}
+}
+
+// upgradeType is the protocol a request or response asks to switch to,
+// "" when it asks none.
+func upgradeType(h http.Header) string {
+	if !httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade") {
+		return ""
+	}
+	return h.Get("Upgrade")
+}
+
+// forward sends an allowed request to the origin and relays the answer,
+// doing a proxy's duties (RFC 9110 §7.6) as net/http/httputil's
+// ReverseProxy does them: the hop-by-hop fields, those Connection names
+// included, are removed in both directions, Via is added, 1xx answers and
+// trailers are relayed, a WebSocket upgrade becomes a two-way relay, and
+// the body streams as it comes. It is written out here because the
+// request line must be the canonical target's, byte for byte, and because
+// ReverseProxy's copy of every request costs a tenth of the throughput.
+// The audit record is written once the answer has been relayed.
+func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
+	upgrade := upgradeType(r.Header)
+	if upgrade != "" && !strings.EqualFold(upgrade, "websocket") {
+		// Only WebSocket upgrades are relayed; another protocol (h2c, say)
+		// would carry requests past the gate.
+		upgrade = ""
+	}
+	relay := &relayState{w: w}
+	resp, err := d.s.transport.RoundTrip(d.outgoingRequest(r, upgrade, relay))
+	relay.stop1xx()
 	if err != nil {
-		why := upstreamProblem(err)
-		d.rec.Status = http.StatusBadGateway
-		d.rec.Error = why
+		d.upstreamFailed(w, r, err)
 		d.finish()
-		return plainResponse(req, http.StatusBadGateway, "robotsgate could not get "+req.URL.Host+": "+why+"\n"), nil
+		return
 	}
 	d.rec.Upstream = resp.StatusCode
 	d.rec.Status = resp.StatusCode
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		d.switchProtocols(w, r, resp, upgrade)
+		d.finish()
+		return
+	}
+	removeHopByHop(resp.Header)
+	resp.Header["Via"] = append(resp.Header["Via"], via(resp.ProtoMajor, resp.ProtoMinor))
 	if !d.verdict.Allowed {
 		// Audit mode: tell the crawler what enforcement would have done.
 		resp.Header.Set(decisionHeader, decisionValue(d))
 	}
-	if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
-		// A 101's body is the upgraded connection: goproxy relays it only
-		// as the io.ReadWriter the transport made, so it is not counted.
-		d.finish()
-		return resp, nil
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = v
 	}
-	if resp.ContentLength < 0 {
-		// A body of unknown length may trickle. goproxy flushes each write
-		// to a plain-HTTP client only when it sees this header; without it
-		// net/http holds the response, headers included, until 4 KiB have
-		// come. net/http and Response.Write encode it themselves.
-		resp.Header.Set("Transfer-Encoding", "chunked")
-	}
-	resp.Body = &countingBody{body: resp.Body, done: d}
-	return resp, nil
-}
-
-// countingBody counts the bytes relayed and finishes the decision when
-// goproxy closes it.
-type countingBody struct {
-	body io.ReadCloser
-	done *decision
-	n    int64
-	err  error
-	once sync.Once
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.body.Read(p)
-	b.n += int64(n)
-	if err != nil && err != io.EOF && b.err == nil {
-		b.err = err
-	}
-	return n, err
-}
-
-func (b *countingBody) Close() error {
-	err := b.body.Close()
-	b.once.Do(func() {
-		b.done.rec.Bytes = b.n
-		if b.err != nil {
-			b.done.rec.Error = "reading the response body: " + upstreamProblem(b.err)
+	if len(resp.Trailer) > 0 {
+		// Announcing the trailers makes net/http send the body chunked,
+		// with them at its end.
+		names := make([]string, 0, len(resp.Trailer))
+		for k := range resp.Trailer {
+			names = append(names, k)
 		}
-		b.done.finish()
-	})
-	return err
+		h.Add("Trailer", strings.Join(names, ", "))
+	}
+	w.WriteHeader(resp.StatusCode)
+	readErr, writeErr := d.relayBody(w, resp.Body)
+	resp.Body.Close() // fills resp.Trailer
+	for k, v := range resp.Trailer {
+		h[k] = v
+	}
+	switch {
+	case readErr != nil:
+		d.rec.Error = "reading the response body: " + upstreamProblem(readErr)
+	case writeErr != nil:
+		d.rec.Error = "the client stopped reading the response"
+	}
+	d.finish()
+	if readErr != nil {
+		// Cut the client's connection: a clean end would pass a truncated
+		// body off as whole.
+		panic(http.ErrAbortHandler)
+	}
 }
+
+// outgoingRequest is the request sent to the origin: the canonical target
+// and Host, and the client's header without the hop-by-hop fields, without
+// Forwarded and X-Forwarded-* (where the crawler runs is not the origin's
+// business), with Via. The header is changed in place: net/http has read
+// what it needs of it before calling a handler (golang.org/issue/14940),
+// and copying it would cost every request.
+func (d *decision) outgoingRequest(r *http.Request, upgrade string, relay *relayState) *http.Request {
+	h := r.Header
+	wantsTrailers := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
+	removeHopByHop(h)
+	for _, f := range [...]string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+		delete(h, f)
+	}
+	if wantsTrailers {
+		h["Te"] = []string{"trailers"} // robotsgate relays them
+	}
+	if upgrade != "" {
+		h["Connection"] = []string{"Upgrade"}
+		h["Upgrade"] = []string{upgrade}
+	}
+	if d.maxForwards != "" {
+		h["Max-Forwards"] = []string{d.maxForwards}
+	}
+	h["Via"] = append(h["Via"], via(r.ProtoMajor, r.ProtoMinor))
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = []string{""} // or net/http sends its own
+	}
+	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{Got1xxResponse: relay.got1xx}))
+	out.URL = &d.outURL
+	out.Host = d.target.authority
+	out.RequestURI = ""
+	out.Close = false
+	if r.ContentLength == 0 {
+		out.Body = nil
+	} else {
+		// The transport closes a body it gives up on; the client's must be
+		// closed by the server only (closing a 100-continue body early
+		// hangs).
+		out.Body = noCloseBody{r.Body}
+	}
+	return out
+}
+
+// relayState passes interim (1xx) answers on to the client while the
+// final one is awaited.
+type relayState struct {
+	w    http.ResponseWriter
+	mu   sync.Mutex
+	done bool
+}
+
+func (s *relayState) got1xx(code int, header textproto.MIMEHeader) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return nil
+	}
+	h := s.w.Header()
+	for k, v := range header {
+		h[k] = v
+	}
+	s.w.WriteHeader(code)
+	clear(h) // WriteHeader keeps a 1xx's fields for the final answer
+	return nil
+}
+
+func (s *relayState) stop1xx() {
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+}
+
+// relayBody copies an answer's body to the client, flushing each piece as
+// it comes: a client sees a slow or broken body's bytes at once, not a
+// buffer's worth later or never.
+func (d *decision) relayBody(w http.ResponseWriter, body io.Reader) (readErr, writeErr error) {
+	buf := d.s.copyBuffers.Get()
+	defer d.s.copyBuffers.Put(buf)
+	flusher, _ := w.(http.Flusher)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			d.rec.Bytes += int64(n)
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil, werr
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err == io.EOF {
+			return nil, nil
+		}
+		if err != nil {
+			return err, nil
+		}
+	}
+}
+
+// switchProtocols relays a WebSocket connection once the origin has
+// agreed to switch: it answers the client with the 101 and copies bytes
+// both ways until either side is done.
+func (d *decision) switchProtocols(w http.ResponseWriter, r *http.Request, resp *http.Response, upgrade string) {
+	backend, ok := resp.Body.(io.ReadWriteCloser)
+	if got := upgradeType(resp.Header); upgrade == "" || !strings.EqualFold(got, upgrade) || !ok {
+		resp.Body.Close()
+		d.rec.Status = http.StatusBadGateway
+		d.rec.Error = "the origin switched to a protocol that was not asked for"
+		plainPage(http.StatusBadGateway, "robotsgate: the origin switched protocols unasked\n").write(w, r)
+		return
+	}
+	defer backend.Close()
+	client, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		d.rec.Error = "cannot take over the client's connection: " + err.Error()
+		return
+	}
+	defer client.Close()
+	resp.Header["Via"] = append(resp.Header["Via"], via(resp.ProtoMajor, resp.ProtoMinor))
+	resp.Body = nil // Write sends the head only
+	if err := resp.Write(brw); err != nil || brw.Flush() != nil {
+		d.rec.Error = "the client went away during the protocol switch"
+		return
+	}
+	// Bytes the client sent after its request are in brw's buffer.
+	var fromClient io.Reader = client
+	if n := brw.Reader.Buffered(); n > 0 {
+		buffered, _ := brw.Reader.Peek(n)
+		fromClient = io.MultiReader(strings.NewReader(string(buffered)), client)
+	}
+	done := make(chan struct{}, 2)
+	go func() {
+		io.Copy(backend, fromClient)
+		done <- struct{}{}
+	}()
+	go func() {
+		io.Copy(client, backend)
+		done <- struct{}{}
+	}()
+	select {
+	case <-done:
+	case <-r.Context().Done():
+	}
+}
+
+// noCloseBody keeps the transport from closing the client's request body.
+type noCloseBody struct{ io.Reader }
+
+func (noCloseBody) Close() error { return nil }
+
+// upstreamFailed answers when the origin could not be asked or did not
+// answer: 502 with a short reason, or 403 when the destination policy
+// refused the address the origin's name resolved to.
+func (d *decision) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if denied := deniedDestination(err); denied != nil {
+		d.destinationPage(denied).write(w, r)
+		return
+	}
+	why := upstreamProblem(err)
+	d.rec.Status = http.StatusBadGateway
+	d.rec.Error = why
+	plainPage(http.StatusBadGateway, "robotsgate could not get "+d.target.authority+": "+why+"\n").write(w, r)
+}
+
+// bufferPool lends relayBody its copy buffers: a fresh 32 KiB buffer per
+// request would be most of what a request allocates.
+type bufferPool struct{ pool sync.Pool }
+
+func (p *bufferPool) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // upstreamProblem says in a few words why an origin could not be reached,
 // without internals.

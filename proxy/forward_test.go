@@ -231,55 +231,55 @@ func TestUpstreamProblem(t *testing.T) {
 		{"refused", func(t *testing.T) error {
 			closed := startOrigin(t, originConfig{})
 			closed.Close()
-			return roundTrip(t, newTransport(UpstreamOptions{}), t.Context(), closed.URL)
+			return roundTrip(t, testTransport(UpstreamOptions{}), t.Context(), closed.URL)
 		}, "the origin refused the connection"},
 		{"invalid port", func(t *testing.T) error {
-			return roundTrip(t, newTransport(UpstreamOptions{}), t.Context(), "http://127.0.0.1:99999/")
+			return roundTrip(t, testTransport(UpstreamOptions{}), t.Context(), "http://127.0.0.1:99999/")
 		}, "the origin could not be reached"},
 		{"DNS", func(t *testing.T) error {
 			// Go's own resolver refuses a name that is not a domain name
 			// without asking any server.
-			tr := newTransport(UpstreamOptions{})
+			tr := testTransport(UpstreamOptions{})
 			tr.DialContext = (&net.Dialer{Resolver: &net.Resolver{PreferGo: true}}).DialContext
 			return roundTrip(t, tr, t.Context(), "http://no..such.host/")
 		}, "the origin's host name does not resolve"},
 		{"unknown authority", func(t *testing.T) error {
-			return roundTrip(t, newTransport(UpstreamOptions{RootCAs: x509.NewCertPool()}), t.Context(), tlsOrigin.URL)
+			return roundTrip(t, testTransport(UpstreamOptions{RootCAs: x509.NewCertPool()}), t.Context(), tlsOrigin.URL)
 		}, "the origin's TLS certificate is not trusted"},
 		{"wrong host name", func(t *testing.T) error {
-			tr := newTransport(UpstreamOptions{})
+			tr := testTransport(UpstreamOptions{})
 			tr.TLSClientConfig = &tls.Config{RootCAs: tlsOrigin.roots, ServerName: "wrong.example"}
 			return roundTrip(t, tr, t.Context(), tlsOrigin.URL)
 		}, "the origin's TLS certificate is not trusted"},
 		{"TLS to a plain server", func(t *testing.T) error {
-			return roundTrip(t, newTransport(UpstreamOptions{}), t.Context(), "https://"+plainOrigin.host()+"/")
+			return roundTrip(t, testTransport(UpstreamOptions{}), t.Context(), "https://"+plainOrigin.host()+"/")
 		}, "the TLS handshake with the origin failed"},
 		{"response header timeout", func(t *testing.T) error {
 			release := make(chan struct{})
 			t.Cleanup(func() { close(release) })
 			addr := listen(t, func(c net.Conn) { <-release })
-			return roundTrip(t, newTransport(UpstreamOptions{ResponseHeaderTimeout: 50 * time.Millisecond}), t.Context(), "http://"+addr+"/")
+			return roundTrip(t, testTransport(UpstreamOptions{ResponseHeaderTimeout: 50 * time.Millisecond}), t.Context(), "http://"+addr+"/")
 		}, "the origin did not answer in time"},
 		{"deadline", func(t *testing.T) error {
 			ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
 			defer cancel()
-			return roundTrip(t, newTransport(UpstreamOptions{}), ctx, plainOrigin.URL)
+			return roundTrip(t, testTransport(UpstreamOptions{}), ctx, plainOrigin.URL)
 		}, "the origin did not answer in time"},
 		{"cancelled", func(t *testing.T) error {
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
-			return roundTrip(t, newTransport(UpstreamOptions{}), ctx, plainOrigin.URL)
+			return roundTrip(t, testTransport(UpstreamOptions{}), ctx, plainOrigin.URL)
 		}, "the request was cancelled"},
 		{"closed without answer", func(t *testing.T) error {
 			addr := listen(t, readRequest)
-			return roundTrip(t, newTransport(UpstreamOptions{}), t.Context(), "http://"+addr+"/")
+			return roundTrip(t, testTransport(UpstreamOptions{}), t.Context(), "http://"+addr+"/")
 		}, "the origin closed the connection"},
 		{"malformed answer", func(t *testing.T) error {
 			addr := listen(t, func(c net.Conn) {
 				readRequest(c)
 				io.WriteString(c, "garbage\r\n\r\n")
 			})
-			return roundTrip(t, newTransport(UpstreamOptions{}), t.Context(), "http://"+addr+"/")
+			return roundTrip(t, testTransport(UpstreamOptions{}), t.Context(), "http://"+addr+"/")
 		}, "the request to the origin failed"},
 	}
 	for _, tt := range tests {

@@ -21,6 +21,7 @@ import (
 
 	"robotsgate/cache"
 	"robotsgate/proxy/audit"
+	"robotsgate/proxy/destination"
 	"robotsgate/proxy/mitm"
 	"robotsgate/robots"
 )
@@ -151,6 +152,10 @@ type proxyConfig struct {
 	idle    time.Duration
 	metrics bool
 	audit   io.Writer // nil: a buffer the test reads with records()
+	// onAuditError and client, when set, go to Options as they are.
+	onAuditError AuditOnError
+	client       ClientLimits
+	destinations *destination.Policy
 }
 
 // testProxy is a real Server, over a real cache and robots.txt fetcher,
@@ -191,17 +196,19 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 		p.auditTo = &lockedBuffer{}
 		sink = p.auditTo
 	}
-	p.auditW = audit.NewWriter(sink, nil)
+	p.auditW = audit.NewWriter(sink, nil, audit.Options{})
 	t.Cleanup(func() { p.auditW.Close() })
 
 	opts := Options{
-		Mode:              cfg.mode,
-		Rules:             rules,
-		Audit:             p.auditW,
-		Upstream:          UpstreamOptions{RootCAs: cfg.roots},
-		ClientIdleTimeout: cfg.idle,
-		Logger:            slog.New(slog.NewJSONHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Version:           "test",
+		Mode:         cfg.mode,
+		Rules:        rules,
+		Audit:        p.auditW,
+		Upstream:     UpstreamOptions{RootCAs: cfg.roots},
+		Client:       cfg.client,
+		AuditOnError: cfg.onAuditError,
+		Destinations: cfg.destinations,
+		Logger:       slog.New(slog.NewJSONHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Version:      "test",
 	}
 	if cfg.mitm {
 		ca, _, err := mitm.LoadOrCreateCA(t.TempDir())
@@ -220,6 +227,9 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 			src.Issuer = opts.Issuer.Stats
 		}
 		opts.Metrics = NewMetrics("test", src)
+	}
+	if cfg.idle != 0 {
+		opts.Client.IdleTimeout = cfg.idle
 	}
 	p.srv, err = New(opts)
 	if err != nil {
@@ -461,4 +471,9 @@ func (tn *clientTunnel) do(method, host, path, userAgent string) (*http.Response
 		tn.t.Fatalf("reading the body of %s %s%s from the tunnel: %v", method, host, path, err)
 	}
 	return resp, string(body)
+}
+
+// testTransport is the proxy's upstream transport with a plain dialer.
+func testTransport(o UpstreamOptions) *http.Transport {
+	return newTransport(o, &net.Dialer{Timeout: o.DialTimeout})
 }

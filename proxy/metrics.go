@@ -67,6 +67,33 @@ func NewMetrics(version string, src MetricSources) *Metrics {
 	return m
 }
 
+// registerServer adds what the Server itself counts: client connections,
+// refusals at the connection bound and the audit log's state.
+func (m *Metrics) registerServer(s *Server) {
+	if m == nil {
+		return
+	}
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "robotsgate_client_connections", Help: "Client connections open, tunnels included.",
+		}, func() float64 { return float64(s.conns.open()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "robotsgate_client_connections_refused_total", Help: "Client connections refused with 503 at ROBOTSGATE_MAX_CONNECTIONS.",
+		}, func() float64 { return float64(s.conns.refused.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "robotsgate_audit_log_healthy", Help: "1 while the audit log can be written, 0 while it cannot.",
+		}, func() float64 {
+			if s.opts.Audit.Healthy() {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "robotsgate_audit_records_dropped_total", Help: "Audit records dropped because the log could not be written for too long.",
+		}, func() float64 { return float64(s.opts.Audit.Dropped()) }),
+	)
+}
+
 // Handler serves the metrics in Prometheus' text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})

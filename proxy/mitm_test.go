@@ -56,53 +56,52 @@ func TestMITMJudgesEveryRequest(t *testing.T) {
 	checkRecord(t, recordFor(t, recs, "GET", o.URL+"/private/x"), denied)
 }
 
-// TestMITMInnerRequestDecides checks that inside a tunnel the inner
-// request's Host picks the origin (and so the robots.txt) and its
-// User-Agent picks the token; the CONNECT's own target and User-Agent do
-// not count.
+// TestMITMInnerRequestDecides checks that inside a tunnel each request's
+// User-Agent picks the token, not the CONNECT's, and that a request for
+// another origin than the tunnel's gets 421 and goes nowhere.
 func TestMITMInnerRequestDecides(t *testing.T) {
-	closed := startOrigin(t, originConfig{robots: "User-agent: *\nDisallow: /\n", tls: true})
+	other := startOrigin(t, originConfig{robots: "User-agent: *\nAllow: /\n", tls: true})
 	open := startOrigin(t, originConfig{robots: testRobots, tls: true})
 	p := startProxy(t, proxyConfig{mitm: true, roots: open.roots})
 
-	// The CONNECT names the closed origin and speaks for curl.
-	conn, resp := connect(t, p.addr, closed.host(), curlUA)
+	// The CONNECT speaks for curl.
+	conn, resp := connect(t, p.addr, open.host(), curlUA)
 	if resp.StatusCode != 200 {
 		t.Fatalf("CONNECT = %d, want 200", resp.StatusCode)
 	}
 	tn := openTLS(t, conn, "127.0.0.1", p.caPool())
 
-	// GPTBot falls in open's "*" group, which allows /private/.
+	// GPTBot falls in the "*" group, which allows /private/.
 	resp, body := tn.do("GET", open.host(), "/private/x", gptbotUA)
 	if resp.StatusCode != 200 || body != "origin page /private/x\n" {
-		t.Errorf("GPTBot, Host %s: %d %q; want the open origin's page", open.host(), resp.StatusCode, body)
+		t.Errorf("GPTBot: %d %q; want the origin's page", resp.StatusCode, body)
 	}
 	resp, _ = tn.do("GET", open.host(), "/private/y", curlUA)
 	want := `disallow; token="curl"; rule="/private/"; line=2; robots="` + open.URL + `/robots.txt"`
 	if resp.StatusCode != 403 || resp.Header.Get(decisionHeader) != want {
-		t.Errorf("curl, Host %s: %d %q; want 403 %q", open.host(), resp.StatusCode, resp.Header.Get(decisionHeader), want)
+		t.Errorf("curl: %d %q; want 403 %q", resp.StatusCode, resp.Header.Get(decisionHeader), want)
 	}
-	resp, _ = tn.do("GET", closed.host(), "/page", gptbotUA)
-	want = `disallow; token="GPTBot"; rule="/"; line=2; robots="` + closed.URL + `/robots.txt"`
-	if resp.StatusCode != 403 || resp.Header.Get(decisionHeader) != want {
-		t.Errorf("GPTBot, Host %s: %d %q; want 403 %q", closed.host(), resp.StatusCode, resp.Header.Get(decisionHeader), want)
+	resp, body = tn.do("GET", other.host(), "/page", gptbotUA)
+	if resp.StatusCode != http.StatusMisdirectedRequest || !strings.Contains(body, "needs a tunnel of its own") {
+		t.Errorf("Host %s inside a tunnel to %s: %d %q; want 421", other.host(), open.host(), resp.StatusCode, body)
 	}
-	if !open.saw("/private/x") || open.saw("/private/y") || closed.saw("/page") {
-		t.Error("the origins did not receive exactly the allowed request")
+	if !open.saw("/private/x") || open.saw("/private/y") || other.saw("/page") {
+		t.Error("the origins did not receive exactly the allowed requests")
 	}
 
 	recs := p.records()
 	for _, tc := range []struct {
-		url, token, origin, verdict string
+		url, token, verdict string
+		status              int
 	}{
-		{open.URL + "/private/x", "GPTBot", open.URL, "allow"},
-		{open.URL + "/private/y", "curl", open.URL, "disallow"},
-		{closed.URL + "/page", "GPTBot", closed.URL, "disallow"},
+		{open.URL + "/private/x", "GPTBot", "allow", 200},
+		{open.URL + "/private/y", "curl", "disallow", 403},
+		{other.URL + "/page", "", "error", 421},
 	} {
 		rec := recordFor(t, recs, "GET", tc.url)
-		if rec.Token != tc.token || rec.Origin != tc.origin || rec.Verdict != tc.verdict || rec.Tunnel != closed.host() {
-			t.Errorf("record for %s: token %q, origin %q, verdict %q, tunnel %q; want %q, %q, %q, %q",
-				tc.url, rec.Token, rec.Origin, rec.Verdict, rec.Tunnel, tc.token, tc.origin, tc.verdict, closed.host())
+		if rec.Token != tc.token || rec.Verdict != tc.verdict || rec.Status != tc.status || rec.Tunnel != open.host() {
+			t.Errorf("record for %s: token %q, verdict %q, status %d, tunnel %q; want %q, %q, %d, %q",
+				tc.url, rec.Token, rec.Verdict, rec.Status, rec.Tunnel, tc.token, tc.verdict, tc.status, open.host())
 		}
 	}
 }
@@ -187,19 +186,5 @@ func TestConnectWithoutMITMAuditMode(t *testing.T) {
 	rec := recordFor(t, p.records(), "CONNECT", o.host())
 	if rec.Verdict != "disallow" || !rec.Forwarded || rec.Mode != "audit" || rec.Status != 200 || rec.Rule != "/" || rec.PathsChecked {
 		t.Errorf("audit-mode CONNECT record: %+v", rec)
-	}
-}
-
-func TestTunnelScheme(t *testing.T) {
-	for _, tt := range []struct{ target, want string }{
-		{"example.com:443", "https"},
-		{"example.com:80", "http"},
-		{"example.com:8080", "https"},
-		{"[::1]:80", "http"},
-		{"example.com", "https"},
-	} {
-		if got := tunnelScheme(tt.target); got != tt.want {
-			t.Errorf("tunnelScheme(%q) = %q, want %q", tt.target, got, tt.want)
-		}
 	}
 }

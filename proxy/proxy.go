@@ -1,13 +1,17 @@
-// Package proxy is robotsgate's HTTP face: a forward proxy, built on
-// goproxy, that judges every request against the target origin's
-// robots.txt and answers 403 for what the crawler may not fetch.
+// Package proxy is robotsgate's HTTP face: a forward proxy that judges
+// every request against the target origin's robots.txt and answers 403 for
+// what the crawler may not fetch.
 //
-// Plain HTTP requests are judged by their URL. HTTPS is intercepted with
-// robotsgate's own CA (package mitm) so every request inside a tunnel is
-// judged by its path and by its own Host and User-Agent; with interception
-// off, a tunnel is judged by host alone. Requests addressed to the proxy
-// itself serve /ca.pem, /healthz and /metrics. Every decision becomes one
-// audit record.
+// Every request, read plainly or inside a tunnel, becomes one canonical
+// target (target.go) that is judged and then forwarded byte for byte, never
+// re-encoded: the request the gate judges is the request the origin gets.
+// Requests are read by net/http servers with bounded headers and timeouts;
+// goproxy takes CONNECT and hands the connection over. HTTPS is intercepted
+// with robotsgate's own CA (package mitm) and the requests inside are
+// served like plain ones; with interception off a TLS tunnel is judged by
+// host alone, and plain HTTP inside a tunnel is always read and judged.
+// Requests addressed to the proxy itself serve /ca.pem, /healthz and
+// /metrics. Every decision becomes one audit record.
 package proxy
 
 import (
@@ -16,6 +20,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,6 +33,7 @@ import (
 
 	"robotsgate/cache"
 	"robotsgate/proxy/audit"
+	"robotsgate/proxy/destination"
 	"robotsgate/proxy/mitm"
 	"robotsgate/robots"
 )
@@ -42,6 +48,17 @@ const (
 	ModeAudit Mode = "audit"
 )
 
+// AuditOnError says what happens while the audit log cannot be written.
+type AuditOnError string
+
+const (
+	// AuditRefuse answers 503 to every request until the log works again:
+	// nothing is fetched that is not recorded.
+	AuditRefuse AuditOnError = "refuse"
+	// AuditContinue keeps serving, and says so loudly in the log.
+	AuditContinue AuditOnError = "continue"
+)
+
 // RulesCache gives the robots.txt of an origin, fetched once and kept
 // (package cache does this).
 type RulesCache interface {
@@ -53,17 +70,59 @@ type Options struct {
 	Mode  Mode
 	Rules RulesCache
 	Audit *audit.Writer
-	// Issuer intercepts HTTPS; nil tunnels CONNECT blind, judged by host.
+	// AuditOnError: "" means AuditRefuse.
+	AuditOnError AuditOnError
+	// Issuer intercepts HTTPS; nil tunnels TLS blind, judged by host.
 	Issuer *mitm.Issuer
 	// CA is offered at /ca.pem; nil when interception is off.
-	CA       *mitm.CA
-	Upstream UpstreamOptions
-	// ClientIdleTimeout closes a client connection, tunnels included,
-	// after this long without a byte either way.
-	ClientIdleTimeout time.Duration
-	Logger            *slog.Logger
-	Metrics           *Metrics // nil: no /metrics
-	Version           string
+	CA *mitm.CA
+	// Destinations are never connected to, for forwarded requests and
+	// tunnels alike; nil denies nothing.
+	Destinations *destination.Policy
+	Upstream     UpstreamOptions
+	Client       ClientLimits
+	Logger       *slog.Logger
+	Metrics      *Metrics // nil: no /metrics
+	Version      string
+}
+
+// ClientLimits bound what one client can make the proxy hold. Zero values
+// take the defaults named beside each field.
+type ClientLimits struct {
+	// IdleTimeout closes a client connection, tunnels included, after
+	// this long without a byte either way (2m).
+	IdleTimeout time.Duration
+	// HeaderTimeout bounds reading a request's headers, and the wait for
+	// the first byte through a new tunnel (10s).
+	HeaderTimeout time.Duration
+	// TLSTimeout bounds the TLS handshake of an intercepted tunnel (10s).
+	TLSTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header section, request line
+	// included (64 KiB); past it the client gets 431.
+	MaxHeaderBytes int
+	// MaxURLBytes bounds the request target (8 KiB); past it, 414.
+	MaxURLBytes int
+	// MaxConnections bounds the client connections open at once, tunnels
+	// included; past it new clients get a quick 503. 0 means no bound.
+	MaxConnections int
+}
+
+func (l *ClientLimits) setDefaults() {
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = 2 * time.Minute
+	}
+	if l.HeaderTimeout <= 0 {
+		l.HeaderTimeout = 10 * time.Second
+	}
+	if l.TLSTimeout <= 0 {
+		l.TLSTimeout = 10 * time.Second
+	}
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = 64 << 10
+	}
+	if l.MaxURLBytes <= 0 {
+		l.MaxURLBytes = 8 << 10
+	}
 }
 
 // UpstreamOptions bound every connection to an origin.
@@ -78,16 +137,24 @@ type UpstreamOptions struct {
 
 // Server is the proxy. Serve it on a listener; stop it with Shutdown.
 type Server struct {
-	opts      Options
-	log       *slog.Logger
-	goproxy   *goproxy.ProxyHttpServer
-	transport *http.Transport
-	http      *http.Server
-	conns     *connTracker
+	opts        Options
+	log         *slog.Logger
+	goproxy     *goproxy.ProxyHttpServer
+	dialer      *net.Dialer
+	transport   *http.Transport
+	endpoints   http.Handler
+	errorLog    *log.Logger // net/http's own complaints, at debug level
+	copyBuffers bufferPool
 
-	inflight  inflightRequests
+	// clients reads requests from clients; tunnels reads the requests
+	// inside tunnels, whose connections tunnelQueue hands it.
+	clients     *http.Server
+	tunnels     *http.Server
+	tunnelQueue *connQueue
+	conns       *connTracker
+
 	stopping  atomic.Bool
-	auditErrs atomic.Bool // the audit log failed once; said so
+	auditErrs atomic.Bool // a record was dropped once; said so
 }
 
 // New builds a Server.
@@ -102,128 +169,152 @@ func New(opts Options) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("proxy: unknown mode %q", opts.Mode)
 	}
+	switch opts.AuditOnError {
+	case AuditRefuse, AuditContinue:
+	case "":
+		opts.AuditOnError = AuditRefuse
+	default:
+		return nil, fmt.Errorf("proxy: unknown audit error policy %q", opts.AuditOnError)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.ClientIdleTimeout <= 0 {
-		opts.ClientIdleTimeout = 2 * time.Minute
-	}
-	s := &Server{opts: opts, log: opts.Logger, conns: newConnTracker(opts.ClientIdleTimeout)}
-	s.transport = newTransport(opts.Upstream)
+	opts.Client.setDefaults()
+	s := &Server{opts: opts, log: opts.Logger}
+	s.conns = newConnTracker(opts.Client.IdleTimeout, opts.Client.MaxConnections)
+	s.dialer = opts.Destinations.Dialer(net.Dialer{Timeout: opts.Upstream.DialTimeout, KeepAlive: 30 * time.Second})
+	s.transport = newTransport(opts.Upstream, s.dialer)
+	s.endpoints = s.newEndpoints()
 
 	gp := goproxy.NewProxyHttpServer()
 	// goproxy's defaults read the process's HTTP(S)_PROXY and skip TLS
-	// verification; replace both.
+	// verification; it only ever takes CONNECT here, but leave nothing of
+	// those defaults in place.
 	gp.Tr = s.transport
 	gp.ConnectDial = nil
 	gp.ConnectDialWithReq = nil
 	gp.Logger = goproxyLogger{s.log}
-	gp.NonproxyHandler = s.endpoints()
 	gp.OnRequest().HandleConnectFunc(s.handleConnect)
-	gp.OnRequest().DoFunc(s.handleRequest)
 	s.goproxy = gp
 
-	s.http = &http.Server{
-		Handler:           gp,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       opts.ClientIdleTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	s.errorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
+	errorLog := s.errorLog
+	s.clients = &http.Server{
+		Handler:           http.HandlerFunc(s.serveClient),
+		ReadHeaderTimeout: opts.Client.HeaderTimeout,
+		IdleTimeout:       opts.Client.IdleTimeout,
+		MaxHeaderBytes:    opts.Client.MaxHeaderBytes,
+		ErrorLog:          errorLog,
 	}
+	s.tunnelQueue = newConnQueue()
+	s.tunnels = &http.Server{
+		Handler:           http.HandlerFunc(s.serveTunneled),
+		ReadHeaderTimeout: opts.Client.HeaderTimeout,
+		IdleTimeout:       opts.Client.IdleTimeout,
+		MaxHeaderBytes:    opts.Client.MaxHeaderBytes,
+		ErrorLog:          errorLog,
+		ConnContext:       tunnelContext,
+	}
+	opts.Metrics.registerServer(s)
 	return s, nil
 }
 
 // Serve accepts proxy clients on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.http.Serve(s.conns.listen(ln))
+	tunnelsDone := make(chan error, 1)
+	go func() { tunnelsDone <- s.tunnels.Serve(s.tunnelQueue) }()
+	err := s.clients.Serve(s.conns.listen(ln))
 	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+		err = nil
+	} else {
+		s.tunnelQueue.Close()
 	}
-	return fmt.Errorf("serve proxy: %w", err)
+	if terr := <-tunnelsDone; terr != nil && !errors.Is(terr, http.ErrServerClosed) && !errors.Is(terr, net.ErrClosed) {
+		err = errors.Join(err, terr)
+	}
+	if err != nil {
+		return fmt.Errorf("serve proxy: %w", err)
+	}
+	return nil
 }
 
-// Shutdown stops accepting clients and lets requests in flight, inside
-// tunnels too, finish until ctx ends; then it closes every connection.
+// Shutdown stops accepting clients, closes idle connections and lets
+// requests in flight, inside tunnels too, finish until ctx ends; then it
+// closes every connection, blind tunnels and upgraded ones included.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopping.Store(true)
-	err := s.http.Shutdown(ctx)
-	select {
-	case <-s.inflight.idle():
+	var wg sync.WaitGroup
+	var clientsErr, tunnelsErr error
+	wg.Go(func() { clientsErr = s.clients.Shutdown(ctx) })
+	wg.Go(func() { tunnelsErr = s.tunnels.Shutdown(ctx) })
+	wg.Wait()
+	err := errors.Join(clientsErr, tunnelsErr)
+	if ctx.Err() != nil {
+		err = fmt.Errorf("requests still in flight at the end of the grace period: %w", ctx.Err())
+	} else {
 		s.conns.drain(ctx)
-	case <-ctx.Done():
-		err = errors.Join(err, fmt.Errorf("requests still in flight at the end of the grace period: %w", ctx.Err()))
 	}
 	s.conns.closeAll()
 	s.transport.CloseIdleConnections()
 	return err
 }
 
-// inflightRequests counts the requests being handled so that Shutdown can
-// wait for them. A sync.WaitGroup does not fit: requests inside open
-// tunnels keep arriving while Shutdown waits, and WaitGroup panics when an
-// Add from zero races with Wait. The zero value is ready to use.
-type inflightRequests struct {
-	mu   sync.Mutex
-	n    int
-	zero chan struct{} // made by idle while n > 0, closed when n drops to 0
-}
-
-func (r *inflightRequests) add() {
-	r.mu.Lock()
-	r.n++
-	r.mu.Unlock()
-}
-
-func (r *inflightRequests) done() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.n--
-	if r.n == 0 && r.zero != nil {
-		close(r.zero)
-		r.zero = nil
+// serveClient takes every request a client sends the proxy directly:
+// CONNECT goes to goproxy, a path to the proxy's own endpoints, an
+// absolute URL through the gate.
+func (s *Server) serveClient(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodConnect:
+		s.goproxy.ServeHTTP(w, r)
+	case strings.HasPrefix(r.RequestURI, "/"):
+		s.endpoints.ServeHTTP(w, r)
+	default:
+		s.serveProxied(w, r, nil)
 	}
 }
 
-// idle returns a channel closed once no request is in flight.
-func (r *inflightRequests) idle() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.zero == nil {
-		r.zero = make(chan struct{})
+// serveTunneled takes every request read inside a tunnel.
+func (s *Server) serveTunneled(w http.ResponseWriter, r *http.Request) {
+	tun, _ := r.Context().Value(tunnelKey{}).(*tunnel)
+	if tun == nil {
+		http.Error(w, "robotsgate: request outside any tunnel", http.StatusInternalServerError)
+		return
 	}
-	zero := r.zero
-	if r.n == 0 {
-		close(zero)
-		r.zero = nil
-	}
-	return zero
+	s.serveProxied(w, r, tun)
 }
 
-func newTransport(o UpstreamOptions) *http.Transport {
-	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+// ListensBeyondLoopback reports whether clients other than this host's can
+// reach addr, a listener's address: then anyone who can reach it can use
+// the proxy.
+func ListensBeyondLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return !ok || !tcp.IP.IsLoopback()
+}
+
+func newTransport(o UpstreamOptions, dialer *net.Dialer) *http.Transport {
 	return &http.Transport{
 		Proxy:                 nil, // never the process's own HTTP_PROXY: that could be this proxy
 		DialContext:           dialer.DialContext,
 		TLSClientConfig:       &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:   o.TLSHandshakeTimeout,
 		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
-		IdleConnTimeout:       o.IdleConnTimeout,
-		ExpectContinueTimeout: time.Second,
-		MaxIdleConnsPerHost:   32,
-		ForceAttemptHTTP2:     true,
+		// An origin can be hostile too: its header section is bounded like
+		// a client's, if more generously.
+		MaxResponseHeaderBytes: 1 << 20,
+		IdleConnTimeout:        o.IdleConnTimeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxIdleConnsPerHost:    32,
+		ForceAttemptHTTP2:      true,
+		// The origin gets the Accept-Encoding the client sent, or none: the
+		// transport neither adds gzip nor unpacks answers behind its back.
+		DisableCompression: true,
 	}
 }
 
-// goproxyLogger routes goproxy's own messages to slog. They are mostly
-// about clients going away, so debug, except failed handshakes with
-// intercepting clients, which usually mean the client does not trust the
-// CA.
+// goproxyLogger routes goproxy's own messages, which are about clients
+// going away, to slog at debug level.
 type goproxyLogger struct{ log *slog.Logger }
 
 func (l goproxyLogger) Printf(format string, args ...any) {
-	msg := strings.TrimSpace(fmt.Sprintf(format, args...))
-	if strings.Contains(msg, "Cannot handshake client") {
-		l.log.Warn("TLS handshake with an intercepted client failed; does it trust the robotsgate CA (GET /ca.pem)?", "detail", msg)
-		return
-	}
-	l.log.Debug("goproxy", "detail", msg)
+	l.log.Debug("goproxy", "detail", strings.TrimSpace(fmt.Sprintf(format, args...)))
 }

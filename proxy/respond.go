@@ -37,6 +37,9 @@ func decisionValue(d *decision) string {
 		param("rule", r.Pattern)
 		b.WriteString("; line=")
 		b.WriteString(strconv.Itoa(r.Line))
+		if reading := d.verdict.Reading; reading != nil {
+			param("reading", reading.Path)
+		}
 	} else {
 		param("reason", d.verdict.Reason())
 	}
@@ -79,6 +82,10 @@ type forbiddenJSON struct {
 	Rule       *ruleJSON `json:"rule,omitempty"`
 	Group      string    `json:"group,omitempty"`
 	GroupLines []int     `json:"group_lines,omitempty"`
+	// Reading is the reading of the path that was disallowed, when it is
+	// not the path as sent; ReadingSteps say how an origin gets there.
+	Reading      string `json:"reading,omitempty"`
+	ReadingSteps string `json:"reading_steps,omitempty"`
 }
 
 type ruleJSON struct {
@@ -87,28 +94,27 @@ type ruleJSON struct {
 	Line      int    `json:"line"`
 }
 
-// forbidden answers a disallowed request, in plain words or in JSON.
-func forbidden(req *http.Request, d *decision) *http.Response {
+// forbiddenPage answers a disallowed request, in plain words or in JSON.
+func forbiddenPage(req *http.Request, d *decision) *page {
 	v := d.verdict
-	var body []byte
-	contentType := "text/plain; charset=utf-8"
+	p := &page{status: http.StatusForbidden, header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}}
 	if wantsJSON(req.Header.Get("Accept")) {
 		out := forbiddenJSON{
 			Status: http.StatusForbidden, Decision: "disallow", URL: d.rec.URL, Token: d.rec.Token,
 			UserAgent: d.rec.UserAgent, RobotsTxt: d.robotsURL(), Reason: v.Reason(), Group: v.Group, GroupLines: v.GroupLines,
+			Reading: d.rec.Reading, ReadingSteps: d.rec.ReadingSteps,
 		}
 		if r := v.Rule; r != nil {
 			out.Rule = &ruleJSON{Directive: "disallow", Pattern: r.Pattern, Line: r.Line}
 		}
-		body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
-		body = append(body, '\n')
-		contentType = "application/json"
+		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
+		p.body = append(p.body, '\n')
+		p.header.Set("Content-Type", "application/json")
 	} else {
-		body = forbiddenText(d)
+		p.body = forbiddenText(d)
 	}
-	resp := newResponse(req, http.StatusForbidden, contentType, body)
-	resp.Header.Set(decisionHeader, decisionValue(d))
-	return resp
+	p.header.Set(decisionHeader, decisionValue(d))
+	return p
 }
 
 func forbiddenText(d *decision) []byte {
@@ -131,6 +137,9 @@ func forbiddenText(d *decision) []byte {
 	}
 	if r := v.Rule; r != nil {
 		fmt.Fprintf(&b, "Rule:        Disallow: %s (line %d)\n", r.Pattern, r.Line)
+		if reading := v.Reading; reading != nil {
+			fmt.Fprintf(&b, "Read as:     %s (%s), as an origin may read the path\n", reading.Path, reading.StepsString())
+		}
 	} else {
 		fmt.Fprintf(&b, "Reason:      %s\n", v.Reason())
 	}
@@ -159,25 +168,64 @@ func wantsJSON(accept string) bool {
 	return json
 }
 
-// plainResponse is a short text answer from the proxy itself.
-func plainResponse(req *http.Request, status int, text string) *http.Response {
-	return newResponse(req, status, "text/plain; charset=utf-8", []byte(text))
+// page is an answer from the proxy itself, written to a client or, for a
+// refused CONNECT, handed to goproxy as a response.
+type page struct {
+	status int
+	header http.Header
+	body   []byte
 }
 
-func newResponse(req *http.Request, status int, contentType string, body []byte) *http.Response {
+// plainPage is a short text answer.
+func plainPage(status int, text string) *page {
+	return &page{status: status, header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, body: []byte(text)}
+}
+
+func (p *page) write(w http.ResponseWriter, req *http.Request) {
+	h := w.Header()
+	for k, v := range p.header {
+		h[k] = v
+	}
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(p.body)))
+	w.WriteHeader(p.status)
+	if req.Method != http.MethodHead {
+		w.Write(p.body)
+	}
+}
+
+func (p *page) response(req *http.Request) *http.Response {
+	header := p.header.Clone()
+	header.Set("Cache-Control", "no-store")
 	resp := &http.Response{
-		Status:        strconv.Itoa(status) + " " + http.StatusText(status),
-		StatusCode:    status,
+		Status:        strconv.Itoa(p.status) + " " + http.StatusText(p.status),
+		StatusCode:    p.status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        http.Header{"Content-Type": {contentType}, "Cache-Control": {"no-store"}},
-		ContentLength: int64(len(body)),
-		Body:          io.NopCloser(bytes.NewReader(body)),
+		Header:        header,
+		ContentLength: int64(len(p.body)),
+		Body:          io.NopCloser(bytes.NewReader(p.body)),
 		Request:       req,
-	}
-	if req != nil && req.Method == http.MethodHead {
-		resp.Body = http.NoBody
+		Close:         true,
 	}
 	return resp
+}
+
+// tracePage answers a TRACE that reached its last hop here (Max-Forwards:
+// 0) with the request as received, less the fields that carry secrets
+// (RFC 9110 §9.3.8).
+func tracePage(req *http.Request) *page {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s %s\r\n", req.Method, req.RequestURI, req.Proto)
+	if req.Host != "" {
+		fmt.Fprintf(&b, "Host: %s\r\n", req.Host)
+	}
+	h := req.Header.Clone()
+	for _, secret := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
+		h.Del(secret)
+	}
+	h.Write(&b)
+	b.WriteString("\r\n")
+	return &page{status: http.StatusOK, header: http.Header{"Content-Type": {"message/http"}}, body: b.Bytes()}
 }

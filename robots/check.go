@@ -22,6 +22,9 @@ type Verdict struct {
 	// verdict (CauseUnavailable, CauseUnreachable): "robots.txt 503",
 	// "robots.txt unreachable: connection refused".
 	Detail string
+	// Reading is, for a refusal by [Robots.CheckReadings], the reading of
+	// the path that was disallowed when it is not the path as sent.
+	Reading *Reading
 }
 
 // Cause says what decided a verdict.
@@ -43,6 +46,9 @@ const (
 	// error; RFC 9309 §2.3.1.4), or answered 401/403 where those are set
 	// to mean disallow: complete disallow.
 	CauseUnreachable
+	// CauseAmbiguous: the path has more readings than MaxReadings; it is
+	// refused rather than judged in part.
+	CauseAmbiguous
 )
 
 func (c Cause) String() string {
@@ -59,6 +65,8 @@ func (c Cause) String() string {
 		return "no restrictions"
 	case CauseUnreachable:
 		return "complete disallow"
+	case CauseAmbiguous:
+		return "refused as ambiguous"
 	}
 	return "cause " + strconv.Itoa(int(c))
 }
@@ -68,6 +76,8 @@ func (c Cause) String() string {
 // matching rule", ...
 func (v Verdict) Reason() string {
 	switch {
+	case v.Cause == CauseRule && v.Rule != nil && v.Reading != nil:
+		return v.Rule.String() + " when read as " + v.Reading.Path + " (" + v.Reading.StepsString() + ")"
 	case v.Cause == CauseRule && v.Rule != nil:
 		return v.Rule.String()
 	case v.Detail != "":

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"net"
 	"net/http"
@@ -145,6 +146,10 @@ type FetcherOptions struct {
 	AuthDisallow bool
 	// RootCAs verifies origins' certificates; nil means the system roots.
 	RootCAs *x509.CertPool
+	// DialControl, when set, is called with each resolved address before
+	// connecting (see net.Dialer.ControlContext); an error refuses the
+	// connection. The proxy's destination policy comes in here.
+	DialControl func(ctx context.Context, network, address string, c syscall.RawConn) error
 }
 
 // Fetcher fetches robots.txt files. It is safe for concurrent use; Close
@@ -183,7 +188,7 @@ func NewFetcher(opts FetcherOptions) *Fetcher {
 	if connect <= 0 {
 		connect = DefaultConnectTimeout
 	}
-	f.dialer = net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}
+	f.dialer = net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second, ControlContext: opts.DialControl}
 	f.transport = &http.Transport{
 		Proxy:                  nil, // from the origin itself: robotsgate may well be HTTP_PROXY
 		DialContext:            f.dial,
@@ -281,6 +286,16 @@ func (r *FetchResult) Check(token, pathAndQuery string) Verdict {
 		return Verdict{Allowed: true, Cause: CauseUnavailable, Detail: r.Detail}
 	}
 	return Verdict{Cause: CauseUnreachable, Detail: r.Detail}
+}
+
+// CheckReadings is Check over every reading of the path (see
+// [Robots.CheckReadings]).
+func (r *FetchResult) CheckReadings(token, pathAndQuery string) Verdict {
+	v := r.Check(token, pathAndQuery)
+	if !v.Allowed || !mayReadOtherwise(pathAndQuery) {
+		return v
+	}
+	return judgeReadings(v, pathAndQuery, func(p string) Verdict { return r.Check(token, p) })
 }
 
 // RetainedBytes estimates the memory r keeps alive, parsed rules
@@ -521,6 +536,8 @@ func networkCause(err error) string {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
+	case errors.Is(err, fs.ErrPermission):
+		return "destination not permitted"
 	case errors.As(err, &dnsErr):
 		if dnsErr.IsNotFound {
 			return "host not found"

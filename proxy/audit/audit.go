@@ -3,16 +3,21 @@
 // did and did not fetch.
 //
 // Records are buffered and flushed at least every FlushInterval and on
-// Close, which the proxy calls on shutdown: a SIGTERM loses no record.
+// Close, which the proxy calls on shutdown: a SIGTERM loses no record. When
+// the log cannot be written (a full disk, a closed pipe), records are kept,
+// within a bound, and written again every FlushInterval until the log works
+// again; [Writer.Healthy] tells the proxy, which refuses requests meanwhile
+// unless told to carry on.
 package audit
 
 import (
-	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,8 +37,10 @@ type Record struct {
 	Reason       string `json:"reason"`  // "disallow: /private/ (line 7)", "robots.txt 503: complete disallow", ...
 	Rule         string `json:"rule,omitempty"`
 	RuleLine     int    `json:"rule_line,omitempty"`
-	Group        string `json:"group,omitempty"` // the user-agent group that applied, "*" for the global one
-	PathsChecked bool   `json:"paths_checked"`   // false for a tunnel that was not intercepted: only the host was judged
+	Group        string `json:"group,omitempty"`         // the user-agent group that applied, "*" for the global one
+	Reading      string `json:"reading,omitempty"`       // the reading of the path that was disallowed, when not the path as sent
+	ReadingSteps string `json:"reading_steps,omitempty"` // how the origin would get there: "%2F decoded, then dot segments removed"
+	PathsChecked bool   `json:"paths_checked"`           // false for a tunnel that was not intercepted: only the host was judged
 
 	Robots       string `json:"robots,omitempty"`        // robots.txt fetch outcome: ok, unavailable, unreachable
 	RobotsStatus int    `json:"robots_status,omitempty"` // its HTTP status, when there was one
@@ -48,37 +55,75 @@ type Record struct {
 	Error     string  `json:"error,omitempty"` // what went wrong upstream, in a few words
 }
 
-// FlushInterval bounds how long a record waits in the buffer.
+// FlushInterval bounds how long a record waits in the buffer, and is how
+// often a failing log is tried again.
 const FlushInterval = 200 * time.Millisecond
 
+// Defaults of [Options].
+const (
+	// DefaultMaxPending bounds the records kept while the log cannot be
+	// written; past it new records are dropped and counted.
+	DefaultMaxPending = 8 << 20
+	// flushAt is how much is buffered before a Write flushes at once.
+	flushAt = 64 << 10
+)
+
+// ErrDropped is returned by Write for a record that did not fit in the
+// bounded buffer of a log that cannot be written.
+var ErrDropped = errors.New("audit record dropped: the log cannot be written and its buffer is full")
+
+// Options tune a Writer. The zero value is usable.
+type Options struct {
+	// MaxPending bounds the bytes of records kept while the log cannot be
+	// written; 0 means DefaultMaxPending.
+	MaxPending int
+	// OnFailure is called, from the goroutine that met it, when writing
+	// the log starts failing; OnRecovery when it works again.
+	OnFailure  func(error)
+	OnRecovery func()
+}
+
 // Writer appends records to a file or standard output. It is safe for
-// concurrent use.
+// concurrent use. Writing a record only appends to a buffer under a short
+// lock; the sink is written to outside it.
 type Writer struct {
-	mu     sync.Mutex
-	buf    *bufio.Writer
-	file   io.Closer // nil for standard output
-	err    error     // the first write error; later records are dropped
-	done   chan struct{}
-	wg     sync.WaitGroup
-	closed bool
+	opts Options
+
+	mu      sync.Mutex // guards pending, closed and dropped
+	pending []byte
+	closed  bool
+	dropped uint64
+
+	flushMu sync.Mutex // one flush at a time; guards spare and lastErr
+	spare   []byte     // the buffer pending swaps with
+	lastErr error
+	sink    io.Writer
+	file    io.Closer // nil for standard output
+	failing atomic.Bool
+
+	done chan struct{}
+	wg   sync.WaitGroup
 }
 
 // Open opens the audit log: "-" is standard output, anything else a file
 // opened for appending (created with mode 0640).
-func Open(path string) (*Writer, error) {
+func Open(path string, opts Options) (*Writer, error) {
 	if path == "-" || path == "" {
-		return NewWriter(os.Stdout, nil), nil
+		return NewWriter(os.Stdout, nil, opts), nil
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
-	return NewWriter(f, f), nil
+	return NewWriter(f, f, opts), nil
 }
 
 // NewWriter writes records to w; closer, when not nil, is closed by Close.
-func NewWriter(w io.Writer, closer io.Closer) *Writer {
-	aw := &Writer{buf: bufio.NewWriterSize(w, 64<<10), file: closer, done: make(chan struct{})}
+func NewWriter(w io.Writer, closer io.Closer, opts Options) *Writer {
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = DefaultMaxPending
+	}
+	aw := &Writer{opts: opts, sink: w, file: closer, done: make(chan struct{})}
 	aw.wg.Add(1)
 	go aw.flushLoop()
 	return aw
@@ -93,21 +138,14 @@ func (w *Writer) flushLoop() {
 		case <-w.done:
 			return
 		case <-ticker.C:
-			w.mu.Lock()
-			w.flushLocked()
-			w.mu.Unlock()
+			w.flush()
 		}
 	}
 }
 
-func (w *Writer) flushLocked() {
-	if w.err == nil && w.buf.Buffered() > 0 {
-		w.err = w.buf.Flush()
-	}
-}
-
-// Write appends one record. It returns the first write error the log has
-// met, so the caller can report a full disk once.
+// Write appends one record. It fails only when the log is closed or the
+// record had to be dropped (ErrDropped); a log that cannot be written keeps
+// the record for the next attempt, and says so through Healthy.
 func (w *Writer) Write(rec *Record) error {
 	line, err := json.Marshal(rec)
 	if err != nil {
@@ -115,20 +153,72 @@ func (w *Writer) Write(rec *Record) error {
 	}
 	line = append(line, '\n')
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return fmt.Errorf("audit log closed")
+	switch {
+	case w.closed:
+		w.mu.Unlock()
+		return errors.New("audit log closed")
+	case len(w.pending)+len(line) > w.opts.MaxPending:
+		w.dropped++
+		w.mu.Unlock()
+		return ErrDropped
 	}
-	if w.err == nil {
-		_, w.err = w.buf.Write(line)
-	}
-	if w.err != nil {
-		return fmt.Errorf("write audit log: %w", w.err)
+	w.pending = append(w.pending, line...)
+	full := len(w.pending) >= flushAt
+	w.mu.Unlock()
+	if full && !w.failing.Load() {
+		w.flush()
 	}
 	return nil
 }
 
-// Close flushes every record and closes the file.
+// Healthy reports whether the last attempt to write the log succeeded.
+func (w *Writer) Healthy() bool { return !w.failing.Load() }
+
+// Dropped is how many records were dropped because the log could not be
+// written for too long.
+func (w *Writer) Dropped() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dropped
+}
+
+// flush writes what is pending. What the sink refuses is kept, in front of
+// what arrived meanwhile, for the next attempt.
+func (w *Writer) flush() error {
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	buf := w.pending
+	w.pending = w.spare[:0]
+	w.mu.Unlock()
+	if len(buf) == 0 {
+		w.spare = buf
+		return w.lastErr
+	}
+	n, err := w.sink.Write(buf)
+	if err == nil && n < len(buf) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		w.mu.Lock()
+		rest := append(buf[:0], buf[n:]...)
+		w.pending, w.spare = append(rest, w.pending...), w.pending[:0]
+		w.mu.Unlock()
+		w.lastErr = fmt.Errorf("write audit log: %w", err)
+		if !w.failing.Swap(true) && w.opts.OnFailure != nil {
+			w.opts.OnFailure(w.lastErr)
+		}
+		return w.lastErr
+	}
+	w.spare, w.lastErr = buf[:0], nil
+	if w.failing.Swap(false) && w.opts.OnRecovery != nil {
+		w.opts.OnRecovery()
+	}
+	return nil
+}
+
+// Close flushes every record and closes the file. It fails when records
+// could not be written or were dropped.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
@@ -140,13 +230,13 @@ func (w *Writer) Close() error {
 	close(w.done)
 	w.wg.Wait()
 
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.flushLocked()
-	err := w.err
+	err := w.flush()
+	if dropped := w.Dropped(); dropped > 0 {
+		err = errors.Join(err, fmt.Errorf("%d audit records were dropped while the log could not be written", dropped))
+	}
 	if w.file != nil {
-		if cerr := w.file.Close(); err == nil {
-			err = cerr
+		if cerr := w.file.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
 		}
 	}
 	if err != nil {

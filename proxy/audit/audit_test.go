@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -115,6 +116,8 @@ func fullRecord() *Record {
 		Rule:         "/private/",
 		RuleLine:     7,
 		Group:        "gptbot",
+		Reading:      "/private/x",
+		ReadingSteps: "dot segments removed",
 		PathsChecked: true,
 		Robots:       "ok",
 		RobotsStatus: 200,
@@ -137,12 +140,12 @@ func TestRecordFieldNames(t *testing.T) {
 		"paths_checked", "mode", "forwarded", "status", "bytes", "duration_ms",
 	}
 	optional := []string{
-		"origin", "tunnel", "rule", "rule_line", "group", "robots", "robots_status",
+		"origin", "tunnel", "rule", "rule_line", "group", "reading", "reading_steps", "robots", "robots_status",
 		"robots_cache", "upstream_status", "error",
 	}
 
 	var buf lockedBuffer
-	w := NewWriter(&buf, nil)
+	w := NewWriter(&buf, nil, Options{})
 	if err := w.Write(fullRecord()); err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +175,7 @@ func TestRecordFieldNames(t *testing.T) {
 		"url": "https://example.com/private/x", "origin": "https://example.com", "tunnel": "example.com:443",
 		"user_agent": "Mozilla/5.0 (compatible; GPTBot/1.0)", "token": "GPTBot", "verdict": "disallow",
 		"reason": "disallow: /private/ (line 7)", "rule": "/private/", "rule_line": 7.0, "group": "gptbot",
+		"reading": "/private/x", "reading_steps": "dot segments removed",
 		"paths_checked": true, "robots": "ok", "robots_status": 200.0, "robots_cache": "hit", "mode": "audit",
 		"forwarded": true, "status": 200.0, "upstream_status": 200.0, "bytes": 1234.0, "duration_ms": 1.5,
 		"error": "reading the response body: the origin closed the connection",
@@ -189,7 +193,7 @@ func TestRecordFieldNames(t *testing.T) {
 func TestConcurrentWritersWholeLines(t *testing.T) {
 	const writers, perWriter = 8, 200
 	var buf lockedBuffer
-	w := NewWriter(&buf, nil)
+	w := NewWriter(&buf, nil, Options{})
 	padding := strings.Repeat("x", 700) // ~1 KiB lines: the 64 KiB buffer flushes mid-run
 	var wg sync.WaitGroup
 	for g := range writers {
@@ -230,7 +234,7 @@ func TestConcurrentWritersWholeLines(t *testing.T) {
 func TestCloseFlushesAndIsIdempotent(t *testing.T) {
 	var buf lockedBuffer
 	var closer countingCloser
-	w := NewWriter(&buf, &closer)
+	w := NewWriter(&buf, &closer, Options{})
 	for i := range 3 {
 		if err := w.Write(&Record{URL: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
@@ -262,7 +266,7 @@ func TestCloseFlushesAndIsIdempotent(t *testing.T) {
 func TestFlushIntervalWithoutClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf lockedBuffer
-		w := NewWriter(&buf, nil)
+		w := NewWriter(&buf, nil, Options{})
 		defer w.Close()
 		if err := w.Write(&Record{URL: "http://h/first"}); err != nil {
 			t.Fatal(err)
@@ -290,52 +294,130 @@ func TestFlushIntervalWithoutClose(t *testing.T) {
 	})
 }
 
-// TestFailingWriter checks that an underlying write error (a full disk)
-// surfaces from Write and Close, wrapped, without a panic, and that the
-// Writer stops hammering the broken file.
-func TestFailingWriter(t *testing.T) {
+// flakyWriter fails its first failures writes, like a disk that fills up
+// and is then cleared, and writes to buf afterwards; short makes the first
+// failing write a partial one.
+type flakyWriter struct {
+	mu       sync.Mutex
+	failures int
+	short    bool
+	calls    int
+	buf      bytes.Buffer
+}
+
+func (f *flakyWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.failures > 0 {
+		f.failures--
+		if f.short && len(p) > 10 {
+			f.short = false
+			f.buf.Write(p[:10])
+			return 10, errDiskFull
+		}
+		return 0, errDiskFull
+	}
+	return f.buf.Write(p)
+}
+
+func (f *flakyWriter) state() (calls int, written string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls, f.buf.String()
+}
+
+// TestFailingLogRecovers checks that a log that cannot be written is
+// reported unhealthy, tried again once per FlushInterval (not per record),
+// keeps every record, partial writes included, and is healthy again with
+// every record in order once it can be written.
+func TestFailingLogRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var fw failingWriter
-		var closer countingCloser
-		w := NewWriter(&fw, &closer)
-		if err := w.Write(&Record{URL: "buffered"}); err != nil {
-			t.Fatalf("Write before any flush: %v", err)
+		fw := &flakyWriter{failures: 3, short: true}
+		var failures, recoveries atomic.Int32
+		w := NewWriter(fw, nil, Options{
+			OnFailure:  func(err error) { failures.Add(1) },
+			OnRecovery: func() { recoveries.Add(1) },
+		})
+		defer w.Close()
+		if err := w.Write(&Record{URL: "r0"}); err != nil {
+			t.Fatal(err)
+		}
+		if !w.Healthy() {
+			t.Fatal("unhealthy before any write failed")
 		}
 		time.Sleep(FlushInterval)
 		synctest.Wait()
-		if fw.count() != 1 {
-			t.Fatalf("underlying writer called %d times after one flush interval, want 1", fw.count())
+		if w.Healthy() {
+			t.Fatal("healthy after a failed write")
 		}
-		for range 3 {
-			err := w.Write(&Record{URL: "dropped"})
-			if !errors.Is(err, errDiskFull) {
-				t.Fatalf("Write after a failed flush = %v, want it to wrap %v", err, errDiskFull)
+		for i := 1; i <= 5; i++ {
+			if err := w.Write(&Record{URL: fmt.Sprintf("r%d", i)}); err != nil {
+				t.Fatalf("Write while the log fails = %v, want the record kept", err)
 			}
+		}
+		if calls, _ := fw.state(); calls != 1 {
+			t.Errorf("sink written %d times within one interval, want 1", calls)
+		}
+		time.Sleep(2 * FlushInterval) // two more failures
+		synctest.Wait()
+		if w.Healthy() {
+			t.Fatal("healthy while the sink still fails")
+		}
+		time.Sleep(FlushInterval)
+		synctest.Wait()
+		if !w.Healthy() {
+			t.Fatal("still unhealthy once the sink works again")
+		}
+		calls, written := fw.state()
+		if calls != 4 {
+			t.Errorf("sink written %d times over four intervals, want 4", calls)
+		}
+		var urls []string
+		for _, rec := range decodeLines(t, written) {
+			urls = append(urls, rec["url"].(string))
+		}
+		if want := []string{"r0", "r1", "r2", "r3", "r4", "r5"}; !slices.Equal(urls, want) {
+			t.Errorf("records written %q, want %q", urls, want)
+		}
+		if failures.Load() != 1 || recoveries.Load() != 1 {
+			t.Errorf("OnFailure called %d times, OnRecovery %d; want once each", failures.Load(), recoveries.Load())
+		}
+	})
+}
+
+// TestFailingLogIsBounded checks that a log that never works keeps at most
+// MaxPending bytes, drops and counts the rest, and that Close reports both.
+func TestFailingLogIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fw failingWriter
+		var closer countingCloser
+		w := NewWriter(&fw, &closer, Options{MaxPending: 4 << 10})
+		pad := strings.Repeat("p", 900)
+		var dropped int
+		for range 20 {
+			if err := w.Write(&Record{UserAgent: pad}); errors.Is(err, ErrDropped) {
+				dropped++
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if dropped == 0 || dropped == 20 || uint64(dropped) != w.Dropped() {
+			t.Errorf("%d records dropped, Dropped() = %d; want some kept and the rest counted", dropped, w.Dropped())
 		}
 		time.Sleep(3 * FlushInterval)
 		synctest.Wait()
-		if fw.count() != 1 {
-			t.Errorf("underlying writer called %d times, want once: a failed log must not be retried per record", fw.count())
+		if w.Healthy() {
+			t.Error("healthy although every write fails")
 		}
-		if err := w.Close(); !errors.Is(err, errDiskFull) || !strings.Contains(err.Error(), "close audit log") {
-			t.Errorf("Close = %v, want an error wrapping %v", err, errDiskFull)
+		err := w.Close()
+		if !errors.Is(err, errDiskFull) || !strings.Contains(err.Error(), "dropped") {
+			t.Errorf("Close = %v, want the write error and the dropped count", err)
 		}
 		if closer.count() != 1 {
 			t.Errorf("file closed %d times, want once even after a write error", closer.count())
 		}
 	})
-}
-
-// TestFailingWriterLargeRecord checks the path where a record larger than
-// the buffer goes straight to the failing writer: Write reports it at once.
-func TestFailingWriterLargeRecord(t *testing.T) {
-	var fw failingWriter
-	w := NewWriter(&fw, nil)
-	defer w.Close()
-	err := w.Write(&Record{UserAgent: strings.Repeat("a", 128<<10)})
-	if !errors.Is(err, errDiskFull) {
-		t.Fatalf("Write of a record larger than the buffer = %v, want it to wrap %v", err, errDiskFull)
-	}
 }
 
 // umask returns the process's file mode creation mask.
@@ -349,7 +431,7 @@ func TestOpenFileAppendsWithMode0640(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "audit.jsonl")
 
-	w, err := Open(path)
+	w, err := Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +450,7 @@ func TestOpenFileAppendsWithMode0640(t *testing.T) {
 	}
 
 	// A second Open (a restart) appends instead of truncating.
-	w, err = Open(path)
+	w, err = Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +473,7 @@ func TestOpenFileAppendsWithMode0640(t *testing.T) {
 	if err := os.Chmod(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w, err = Open(path)
+	w, err = Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +484,7 @@ func TestOpenFileAppendsWithMode0640(t *testing.T) {
 }
 
 func TestOpenFailsWithContext(t *testing.T) {
-	_, err := Open(filepath.Join(t.TempDir(), "missing-dir", "audit.jsonl"))
+	_, err := Open(filepath.Join(t.TempDir(), "missing-dir", "audit.jsonl"), Options{})
 	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "open audit log") {
 		t.Fatalf("Open in a missing directory = %v, want a wrapped ErrNotExist saying what was opened", err)
 	}
@@ -421,7 +503,7 @@ func TestOpenStdout(t *testing.T) {
 			defer out.Close()
 			saved := os.Stdout
 			os.Stdout = out
-			w, err := Open(path)
+			w, err := Open(path, Options{})
 			os.Stdout = saved
 			if err != nil {
 				t.Fatal(err)

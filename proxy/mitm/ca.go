@@ -16,6 +16,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 )
 
@@ -125,6 +126,9 @@ func readCACert(path string) (*x509.Certificate, error) {
 // readPrivateKey reads the first private key of a PEM file, skipping blocks
 // such as the "EC PARAMETERS" that `openssl ecparam -genkey` writes first.
 func readPrivateKey(path string) (crypto.Signer, error) {
+	if err := checkKeyPrivate(path); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read CA key: %w", err)
@@ -170,6 +174,27 @@ func readPrivateKey(path string) (crypto.Signer, error) {
 			return nil, fmt.Errorf("CA key %s: unsupported key type %T; use RSA or ECDSA", path, key)
 		}
 	}
+}
+
+// ErrKeyExposed is wrapped by the error for a CA key file that others than
+// its owner may read.
+var ErrKeyExposed = errors.New("CA key readable by group or others")
+
+// checkKeyPrivate refuses a key file that group or others may read: whoever
+// reads it can impersonate any site to the crawlers that trust the CA.
+func checkKeyPrivate(path string) error {
+	if runtime.GOOS == "windows" {
+		return nil // modes do not express Windows ACLs
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("read CA key: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("%w: %s has mode %04o; whoever can read it can impersonate any site to clients that trust the CA; fix it with: chmod 600 %s",
+			ErrKeyExposed, path, perm, path)
+	}
+	return nil
 }
 
 func encryptedKeyError(path string) error {

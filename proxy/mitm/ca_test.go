@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -401,5 +402,33 @@ func TestCertPEMReturnsCopy(t *testing.T) {
 	b[0] = 'X'
 	if ca.CertPEM()[0] == 'X' {
 		t.Error("modifying CertPEM's result changed the CA")
+	}
+}
+
+// TestExposedKeyRefused checks that a CA key group or others may read is
+// refused, given directly or found in the CA directory, with the chmod
+// that fixes it; 0600 and 0400 are fine.
+func TestExposedKeyRefused(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := testCA{keyForm: ecdsaPKCS8}.write(t, dir)
+	for _, mode := range []os.FileMode{0o640, 0o604, 0o644, 0o660} {
+		if err := os.Chmod(keyFile, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadCA(certFile, keyFile)
+		if !errors.Is(err, ErrKeyExposed) || !strings.Contains(err.Error(), "chmod 600 "+keyFile) {
+			t.Errorf("LoadCA with key mode %04o = %v, want ErrKeyExposed and the chmod", mode, err)
+		}
+		if _, _, err := LoadOrCreateCA(dir); !errors.Is(err, ErrKeyExposed) {
+			t.Errorf("LoadOrCreateCA with key mode %04o = %v, want ErrKeyExposed", mode, err)
+		}
+	}
+	for _, mode := range []os.FileMode{0o600, 0o400} {
+		if err := os.Chmod(keyFile, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadCA(certFile, keyFile); err != nil {
+			t.Errorf("LoadCA with key mode %04o: %v", mode, err)
+		}
 	}
 }

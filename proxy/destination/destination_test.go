@@ -1,0 +1,86 @@
+package destination
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDenied(t *testing.T) {
+	p := New(DefaultDeny())
+	for addr, want := range map[string]string{
+		"169.254.169.254":        "169.254.0.0/16",
+		"::ffff:169.254.169.254": "169.254.0.0/16",
+		"fe80::1":                "fe80::/10",
+		"fe80::1%eth0":           "fe80::/10",
+		"0.0.0.0":                "0.0.0.0/8",
+		"0.1.2.3":                "0.0.0.0/8",
+		"::":                     "::/128",
+		"127.0.0.1":              "",
+		"::1":                    "",
+		"93.184.216.34":          "",
+		"2001:db8::1":            "",
+	} {
+		got := ""
+		if prefix, denied := p.Denied(netip.MustParseAddr(addr)); denied {
+			got = prefix.String()
+		}
+		if got != want {
+			t.Errorf("Denied(%s) = %q, want %q", addr, got, want)
+		}
+	}
+	var nilPolicy *Policy
+	if _, denied := nilPolicy.Denied(netip.MustParseAddr("169.254.169.254")); denied {
+		t.Error("the nil Policy denied an address")
+	}
+	if err := p.Check("example.com"); err != nil {
+		t.Errorf("Check of a host name = %v, want nil: names are judged when resolved", err)
+	}
+	err := p.Check("169.254.169.254")
+	var denied *DeniedError
+	if !errors.As(err, &denied) || !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), "169.254.0.0/16") {
+		t.Errorf("Check(169.254.169.254) = %v, want a DeniedError naming the range", err)
+	}
+}
+
+// TestDialerRefusesResolvedAddress dials a name that resolves to a denied
+// address: the policy sees the address, not the name, and nothing is
+// connected to.
+func TestDialerRefusesResolvedAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	d := New([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}).Dialer(net.Dialer{Timeout: 5 * time.Second})
+	_, err = d.DialContext(context.Background(), "tcp", net.JoinHostPort("localhost", port))
+	var denied *DeniedError
+	if !errors.As(err, &denied) {
+		t.Fatalf("dialing localhost:%s = %v, want a DeniedError", port, err)
+	}
+	select {
+	case <-accepted:
+		t.Error("the denied address was connected to")
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	// Without the range the same dial goes through.
+	c, err := New(nil).Dialer(net.Dialer{Timeout: 5 * time.Second}).DialContext(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("dial with nothing denied: %v", err)
+	}
+	c.Close()
+}

@@ -1,0 +1,173 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestParseTarget(t *testing.T) {
+	tunTLS := &tunnel{authority: "example.com:443", host: "example.com", port: "443", scheme: "https"}
+	tunPlain := &tunnel{authority: "example.com:8080", host: "example.com", port: "8080", scheme: "http"}
+	tests := []struct {
+		name     string
+		uri      string
+		host     string // the Host header, for origin-form
+		tun      *tunnel
+		status   int    // 0: parsed
+		want     string // target.String()
+		dial     string
+		judged   string // pathAndQuery
+		origin   string
+		wantWhy  string
+		outgoing string // the request line's target the transport writes
+	}{
+		{name: "absolute", uri: "http://Example.COM:80/a/b?q=1", want: "http://Example.COM:80/a/b?q=1", dial: "Example.COM:80", judged: "/a/b?q=1", origin: "http://example.com", outgoing: "/a/b?q=1"},
+		{name: "canonical", uri: "http://example.com:8080/a", origin: "http://example.com:8080"},
+		{name: "leading zeros in the port", uri: "http://example.com:08080/a", origin: "http://example.com:8080"},
+		{name: "upper-case scheme", uri: "HTTPS://example.com/a", want: "https://example.com/a", origin: "https://example.com"},
+		{name: "default https port", uri: "https://example.com:443/a", origin: "https://example.com"},
+		{name: "empty path", uri: "http://example.com", want: "http://example.com/", judged: "/", outgoing: "/"},
+		{name: "query without path", uri: "http://example.com?x", want: "http://example.com/?x", judged: "/?x", outgoing: "/?x"},
+		{name: "empty query kept", uri: "http://example.com/a?", want: "http://example.com/a?", judged: "/a?", outgoing: "/a?"},
+		{name: "bytes kept", uri: "http://example.com/a|b%7c;c?q=%zz|", judged: "/a|b%7c;c?q=%zz|", outgoing: "/a|b%7c;c?q=%zz|"},
+		{name: "double slash kept", uri: "http://example.com//a%2Fb", judged: "//a%2Fb", outgoing: "//a%2Fb"},
+		{name: "ipv6", uri: "https://[2001:DB8::1]:8443/x", want: "https://[2001:DB8::1]:8443/x", origin: "https://[2001:db8::1]:8443", outgoing: "/x"},
+		{name: "user info", uri: "http://;@example.com/private/x", status: 400, wantWhy: "user information"},
+		{name: "password", uri: "http://u:p@example.com/", status: 400, wantWhy: "RFC 9110"},
+		{name: "fragment", uri: "http://example.com/a#b", status: 400, wantWhy: "fragment"},
+		{name: "scheme", uri: "ftp://example.com/", status: 400, wantWhy: "only http and https"},
+		{name: "no scheme", uri: "example.com/a", status: 400},
+		{name: "origin-form outside a tunnel", uri: "/a", host: "example.com", status: 400},
+		{name: "asterisk", uri: "*", status: 400, wantWhy: "asterisk"},
+		{name: "port zero", uri: "http://example.com:0/", status: 400, wantWhy: "port"},
+		{name: "port too large", uri: "http://example.com:65536/", status: 400, wantWhy: "port"},
+		{name: "empty port", uri: "http://example.com:/", status: 400, wantWhy: "empty port"},
+		{name: "percent in host", uri: "http://ex%61mple.com/", status: 400, wantWhy: "cannot be in a host name"},
+		{name: "backslash in host", uri: `http://example.com\@evil/`, status: 400},
+		{name: "bare ipv6", uri: "http://::1/", status: 400},
+		{name: "ipv6 zone", uri: "http://[fe80::1%25eth0]/", status: 400},
+		{name: "too long", uri: "http://example.com/" + strings.Repeat("a", 100), status: 414},
+
+		{name: "tunnel origin-form", uri: "/p?q", host: "EXAMPLE.com", tun: tunTLS, want: "https://EXAMPLE.com/p?q", dial: "example.com:443", judged: "/p?q", origin: "https://example.com", outgoing: "/p?q"},
+		{name: "tunnel explicit default port", uri: "/p", host: "example.com:443", tun: tunTLS, want: "https://example.com:443/p"},
+		{name: "tunnel leading zeros in port", uri: "/p", host: "example.com:0443", tun: tunTLS, want: "https://example.com:0443/p"},
+		{name: "tunnel absolute", uri: "https://example.com/p", host: "ignored", tun: tunTLS, want: "https://example.com/p", dial: "example.com:443"},
+		{name: "tunnel other host", uri: "/p", host: "other.com", tun: tunTLS, status: 421},
+		{name: "tunnel other port", uri: "/p", host: "example.com:8443", tun: tunTLS, status: 421},
+		{name: "tunnel other scheme", uri: "http://example.com:443/p", tun: tunTLS, status: 421},
+		{name: "tunnel absolute other host", uri: "https://other.com/p", tun: tunTLS, status: 421},
+		{name: "plain tunnel default port differs", uri: "/p", host: "example.com", tun: tunPlain, status: 421},
+		{name: "plain tunnel", uri: "/p", host: "example.com:8080", tun: tunPlain, want: "http://example.com:8080/p", dial: "example.com:8080"},
+		{name: "tunnel host with path", uri: "/p", host: "example.com/private", tun: tunTLS, status: 400},
+		{name: "tunnel without Host", uri: "/p", tun: tunTLS, status: 400, wantWhy: "no Host"},
+		{name: "tunnel user info", uri: "https://;@example.com/p", tun: tunTLS, status: 400, wantWhy: "user information"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &http.Request{Method: "GET", RequestURI: tt.uri, Host: tt.host}
+			var got target
+			err := parseTarget(r, tt.tun, 64, &got)
+			if tt.status != 0 {
+				if err == nil || err.status != tt.status || !strings.Contains(err.why, tt.wantWhy) {
+					t.Fatalf("parseTarget(%q) = %+v, %v; want status %d saying %q", tt.uri, got, err, tt.status, tt.wantWhy)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseTarget(%q): %v", tt.uri, err)
+			}
+			if tt.want != "" && got.url != tt.want {
+				t.Errorf("url = %q, want %q", got.url, tt.want)
+			}
+			if tt.origin != "" && got.origin != tt.origin {
+				t.Errorf("origin = %q, want %q", got.origin, tt.origin)
+			}
+			if tt.dial != "" && got.dial != tt.dial {
+				t.Errorf("dial = %q, want %q", got.dial, tt.dial)
+			}
+			if tt.judged != "" && got.pathAndQuery != tt.judged {
+				t.Errorf("pathAndQuery = %q, want %q", got.pathAndQuery, tt.judged)
+			}
+			if tt.outgoing != "" {
+				var u url.URL
+				ok := got.outgoingURL(&u)
+				if !ok || u.RequestURI() != tt.outgoing {
+					t.Errorf("outgoing request target %q (ok %v), want %q", u.RequestURI(), ok, tt.outgoing)
+				}
+			}
+		})
+	}
+}
+
+// A path that starts with "//" and needs re-encoding cannot be sent as is;
+// it is refused rather than changed.
+func TestOutgoingURLRefusesReencoding(t *testing.T) {
+	tgt := &target{scheme: "http", dial: "example.com", path: "//a|b"}
+	var u url.URL
+	if ok := tgt.outgoingURL(&u); ok {
+		t.Errorf("outgoingURL of //a|b = %q, want refused", u.RequestURI())
+	}
+}
+
+func TestParseConnectTarget(t *testing.T) {
+	for raw, want := range map[string]int{
+		"example.com:443":      0,
+		"[::1]:8443":           0,
+		"127.0.0.1:80":         0,
+		"example.com":          400,
+		"user@example.com:443": 400,
+		"example.com:0":        400,
+		"example.com:https":    400,
+		"/rpc":                 400,
+		"exa mple.com:443":     400,
+		"":                     400,
+	} {
+		tun, err := parseConnectTarget(raw)
+		switch {
+		case want == 0 && err != nil:
+			t.Errorf("%q: %v", raw, err)
+		case want == 0 && tun.authority != raw:
+			t.Errorf("%q: authority %q", raw, tun.authority)
+		case want != 0 && (err == nil || err.status != want):
+			t.Errorf("%q: %+v, %v; want %d", raw, tun, err, want)
+		}
+	}
+}
+
+func TestRedactUserinfo(t *testing.T) {
+	for raw, want := range map[string]string{
+		"http://u:secret@h/p@q": "http://REDACTED@h/p@q",
+		"http://;@h/private/x":  "http://REDACTED@h/private/x",
+		"http://a@b@h?x":        "http://REDACTED@h?x",
+		"http://h/p@q":          "http://h/p@q",
+		"/path@x":               "/path@x",
+		"https://h":             "https://h",
+		"http://x:y@h#frag@z":   "http://REDACTED@h#frag@z",
+	} {
+		if got := redactUserinfo(raw); got != want {
+			t.Errorf("redactUserinfo(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func TestListensBeyondLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": false,
+		"127.0.0.2:8080": false,
+		"[::1]:8080":     false,
+		"0.0.0.0:8080":   true,
+		"[::]:8080":      true,
+		"10.1.2.3:8080":  true,
+	} {
+		tcp, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ListensBeyondLoopback(tcp); got != want {
+			t.Errorf("ListensBeyondLoopback(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}

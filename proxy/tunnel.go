@@ -1,0 +1,388 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"robotsgate/proxy/audit"
+	"robotsgate/robots"
+)
+
+// tunnel is one CONNECT: where it leads and, once its first byte is seen,
+// what it carries.
+type tunnel struct {
+	authority string // the CONNECT target as sent: host:port
+	host      string // lower-case; an IPv6 address without brackets
+	port      string
+	// scheme is "https" for an intercepted TLS tunnel and "http" for one
+	// that carries plain HTTP: the scheme of every request inside.
+	scheme string
+}
+
+// tlsRecordHandshake starts every TLS connection (a ClientHello record).
+const tlsRecordHandshake = 0x16
+
+// parseConnectTarget checks a CONNECT's request target: host:port, with
+// the port required and nothing else.
+func parseConnectTarget(raw string) (*tunnel, *requestError) {
+	if strings.IndexByte(raw, '@') >= 0 {
+		return nil, badRequest("the CONNECT target carries user information, which is not allowed; use host:port")
+	}
+	host, port, err := splitAuthority(raw)
+	if err != nil {
+		return nil, badRequest("the CONNECT target " + quoteClip(raw) + " is not a valid host:port: " + err.Error())
+	}
+	if port == "" {
+		return nil, badRequest("the CONNECT target " + quoteClip(raw) + " has no port; use host:port")
+	}
+	return &tunnel{authority: raw, host: host, port: port}, nil
+}
+
+// handleConnect takes a CONNECT from goproxy: it refuses a malformed one
+// or one to a denied destination, judges the host when the tunnel will
+// not be intercepted, and otherwise takes the connection over.
+func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	r := pctx.Req
+	d := s.newDecision(r, nil)
+	d.rec.Method = http.MethodConnect
+	d.rec.URL = redactUserinfo(r.RequestURI)
+	reject := func(p *page) (*goproxy.ConnectAction, string) {
+		pctx.Resp = p.response(r)
+		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, r.RequestURI
+	}
+	tun, perr := parseConnectTarget(r.RequestURI)
+	if perr != nil {
+		return reject(d.failPage(perr.status, perr.why, nil))
+	}
+	if s.stopping.Load() {
+		return reject(d.failPage(http.StatusServiceUnavailable, "robotsgate is shutting down", nil))
+	}
+	if p := d.auditUnwritable(); p != nil {
+		return reject(p)
+	}
+	if err := s.opts.Destinations.Check(tun.host); err != nil {
+		return reject(d.destinationPage(err))
+	}
+	if s.opts.Issuer == nil {
+		if p := s.judgeTunnel(d, r, tun); p != nil {
+			return reject(p)
+		}
+	} else {
+		d = nil // an intercepted tunnel is no decision: each request inside is one
+	}
+	return &goproxy.ConnectAction{
+		Action: goproxy.ConnectHijack,
+		Hijack: func(r *http.Request, conn net.Conn, _ *goproxy.ProxyCtx) { s.serveTunnel(r, conn, tun, d) },
+	}, tun.authority
+}
+
+// judgeTunnel decides, before it opens, a tunnel the proxy may not look
+// into: refused when the crawler may fetch nothing on the origin. It
+// returns the refusal, or nil with d's verdict noted and its record left
+// open until what the tunnel carries is known.
+func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
+	d.rec.PathsChecked = false
+	d.rec.Token = robots.ProductToken(d.rec.UserAgent)
+	scheme := "https"
+	if tun.port == "80" {
+		scheme = "http"
+	}
+	origin, err := robots.OriginOf(scheme + "://" + tun.authority)
+	if err != nil {
+		return d.failPage(http.StatusBadRequest, "the CONNECT target is not a host:port", err)
+	}
+	d.rec.Origin = origin
+	result, info, err := s.opts.Rules.Get(r.Context(), origin)
+	if err != nil {
+		return d.failPage(http.StatusGatewayTimeout, "the client went away before robots.txt was fetched", err)
+	}
+	d.noteRobots(result, info)
+	if denied := deniedDestination(result.Err); denied != nil {
+		return d.destinationPage(denied)
+	}
+	if v, all := disallowsAll(result, d.rec.Token); all {
+		d.verdict = v
+	} else {
+		d.verdict = robots.Verdict{Allowed: true, Cause: robots.CauseNoMatchingRule, Detail: "tunnel not intercepted: only the host was judged"}
+	}
+	d.noteVerdict()
+	if d.verdict.Allowed || s.opts.Mode != ModeEnforce {
+		return nil
+	}
+	if result.Outcome == robots.OutcomeUnreachable && result.Status == 0 {
+		// No HTTPS answered on this port: it may well carry plain HTTP,
+		// whose requests are judged one by one. What the first byte
+		// says decides.
+		return nil
+	}
+	d.rec.Status = http.StatusForbidden
+	d.finish()
+	return forbiddenPage(r, d)
+}
+
+// disallowsAll reports whether token may fetch nothing on the origin.
+func disallowsAll(result *robots.FetchResult, token string) (robots.Verdict, bool) {
+	if v := result.Check(token, "/"); v.Cause == robots.CauseUnreachable {
+		return v, true
+	}
+	if result.Robots == nil {
+		return robots.Verdict{}, false
+	}
+	return result.Robots.DisallowsAll(token)
+}
+
+// serveTunnel runs an accepted tunnel: it answers the CONNECT, looks at the
+// first byte the client sends, and then intercepts TLS, relays it blind
+// (blind is the host's decision, when interception is off), or reads plain
+// HTTP; what is read is served like any client's requests.
+func (s *Server) serveTunnel(r *http.Request, conn net.Conn, tun *tunnel, blind *decision) {
+	status := "HTTP/1.1 200 Connection established\r\n\r\n"
+	if r.ProtoMajor == 1 && r.ProtoMinor == 0 {
+		status = "HTTP/1.0 200 Connection established\r\n\r\n"
+	}
+	wait := s.opts.Client.HeaderTimeout
+	if s.opts.Issuer != nil {
+		wait = s.opts.Client.TLSTimeout
+	}
+	deadline := time.Now().Add(wait)
+	conn.SetDeadline(deadline)
+	first := make([]byte, 1)
+	if _, err := io.WriteString(conn, status); err != nil {
+		s.endTunnel(conn, blind, "the client went away")
+		return
+	}
+	if _, err := io.ReadFull(conn, first); err != nil {
+		s.endTunnel(conn, blind, "the client sent nothing through the tunnel")
+		return
+	}
+	client := &prefixConn{Conn: conn, prefix: first}
+	switch {
+	case first[0] == tlsRecordHandshake && s.opts.Issuer != nil:
+		tlsConn, err := s.interceptTLS(client, tun, deadline)
+		if err != nil {
+			conn.Close()
+			return
+		}
+		conn.SetDeadline(time.Time{})
+		tun.scheme = "https"
+		s.queueTunnel(tlsConn, tun)
+	case first[0] == tlsRecordHandshake && !blind.verdict.Allowed && s.opts.Mode == ModeEnforce:
+		// robots.txt could not be fetched over HTTPS and this is HTTPS:
+		// complete disallow, now that it can only be said by hanging up.
+		conn.Close()
+		blind.rec.Status = http.StatusOK
+		blind.rec.Error = "TLS tunnel closed unopened: robots.txt could not be fetched"
+		blind.finish()
+	case first[0] == tlsRecordHandshake:
+		conn.SetDeadline(time.Time{})
+		s.relay(client, tun, blind)
+	default:
+		// Plain HTTP, intercepted or not: every request in it is read and
+		// judged. Anything else fails as malformed HTTP.
+		conn.SetDeadline(time.Time{})
+		tun.scheme = "http"
+		if blind != nil {
+			blind.carriesPlainHTTP(tun)
+		}
+		s.queueTunnel(client, tun)
+	}
+}
+
+// carriesPlainHTTP records a blind CONNECT whose tunnel turned out to
+// carry plain HTTP: what was judged of its host over HTTPS does not apply,
+// each request inside has a record of its own.
+func (d *decision) carriesPlainHTTP(tun *tunnel) {
+	origin, _ := robots.OriginOf("http://" + tun.authority) // checked as host:port already
+	d.rec = audit.Record{
+		Time: d.rec.Time, Client: d.rec.Client, Method: d.rec.Method, URL: d.rec.URL,
+		Origin: origin, UserAgent: d.rec.UserAgent, Token: d.rec.Token,
+		Verdict: "allow", Reason: "the tunnel carries plain HTTP: each request in it is judged",
+		PathsChecked: true, Mode: d.rec.Mode, Forwarded: true, Status: http.StatusOK,
+	}
+	d.finish()
+}
+
+// endTunnel closes a tunnel that never carried anything.
+func (s *Server) endTunnel(conn net.Conn, blind *decision, why string) {
+	conn.Close()
+	if blind != nil {
+		blind.rec.Status = http.StatusOK
+		blind.rec.Error = why
+		blind.finish()
+	}
+}
+
+// interceptTLS completes the client's TLS handshake with a leaf from
+// robotsgate's CA, by the deadline.
+func (s *Server) interceptTLS(client net.Conn, tun *tunnel, deadline time.Time) (*tls.Conn, error) {
+	cfg, err := s.opts.Issuer.TLSConfig(tun.authority)
+	if err != nil {
+		s.log.Warn("cannot intercept a tunnel", "target", tun.authority, "err", err)
+		return nil, err
+	}
+	tlsConn := tls.Server(client, cfg)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := tlsConn.HandshakeContext(ctx); err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, "remote error") && strings.Contains(msg, "certificate") {
+			s.log.Warn("an intercepted client refused robotsgate's certificate; does it trust the robotsgate CA (GET /ca.pem)?",
+				"client", client.RemoteAddr().String(), "target", tun.authority, "err", msg)
+		} else {
+			s.log.Debug("TLS handshake with an intercepted client failed", "client", client.RemoteAddr().String(), "err", msg)
+		}
+		return nil, err
+	}
+	return tlsConn, nil
+}
+
+// queueTunnel hands a tunnel's connection to the server that reads
+// requests inside tunnels; during shutdown it is closed instead.
+func (s *Server) queueTunnel(c net.Conn, tun *tunnel) {
+	if !s.tunnelQueue.push(&tunneledConn{Conn: c, tun: tun}) {
+		c.Close()
+	}
+}
+
+// relay connects a blind TLS tunnel to its target and copies bytes both
+// ways until either side is done.
+func (s *Server) relay(client net.Conn, tun *tunnel, blind *decision) {
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), s.dialer.Timeout+time.Second)
+	upstream, err := s.dialer.DialContext(ctx, "tcp", tun.authority)
+	cancel()
+	if err != nil {
+		blind.rec.Status = http.StatusOK
+		blind.rec.Error = "connecting to the origin: " + upstreamProblem(err)
+		blind.finish()
+		return
+	}
+	defer upstream.Close()
+	blind.rec.Forwarded = true
+	blind.rec.Status = http.StatusOK
+	blind.finish()
+	var wg sync.WaitGroup
+	wg.Go(func() { pipe(upstream, client) })
+	pipe(client, upstream)
+	wg.Wait()
+}
+
+// pipe copies src to dst, then tells dst nothing more is coming.
+func pipe(dst, src net.Conn) {
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		src.Close()
+		return
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		return
+	}
+	dst.Close()
+}
+
+// tunnelKey is the context key of a request's *tunnel.
+type tunnelKey struct{}
+
+// tunnelContext gives the requests read on a tunneled connection their
+// tunnel.
+func tunnelContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tunneledConn); ok {
+		return context.WithValue(ctx, tunnelKey{}, tc.tun)
+	}
+	return ctx
+}
+
+// tunneledConn is a tunnel's client side, intercepted or plain, with its
+// tunnel.
+type tunneledConn struct {
+	net.Conn
+	tun *tunnel
+}
+
+// CloseWrite lets net/http end its side of the tunnel as it would a TCP
+// connection's.
+func (c *tunneledConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// prefixConn gives back the bytes already read from a connection before
+// reading on.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *prefixConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// connQueue is the listener of the server that reads requests inside
+// tunnels: connections are pushed to it once their tunnel is open.
+type connQueue struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newConnQueue() *connQueue {
+	return &connQueue{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (q *connQueue) push(c net.Conn) bool {
+	select {
+	case <-q.done:
+		return false
+	default:
+	}
+	select {
+	case q.conns <- c:
+		return true
+	case <-q.done:
+		return false
+	}
+}
+
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.conns:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *connQueue) Close() error {
+	q.once.Do(func() { close(q.done) })
+	return nil
+}
+
+func (q *connQueue) Addr() net.Addr { return tunnelAddr{} }
+
+type tunnelAddr struct{}
+
+func (tunnelAddr) Network() string { return "tunnel" }
+func (tunnelAddr) String() string  { return "tunnels" }
