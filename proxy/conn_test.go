@@ -8,57 +8,28 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 )
 
 // pipeListener hands the Server in-memory connections, so a test can run
-// it inside a synctest bubble, where time is fake.
-type pipeListener struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+// it inside a synctest bubble, where time is fake. It is the queue the
+// Server itself feeds tunnels through.
+type pipeListener struct{ *connQueue }
 
 // dial opens a connection to the Server.
-func (l *pipeListener) dial() net.Conn {
+func (l pipeListener) dial() net.Conn {
 	client, server := net.Pipe()
-	l.conns <- server
+	l.push(server)
 	return client
 }
 
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "pipe" }
-
 // startPipeProxy serves a Server on a pipeListener until the test ends.
-func startPipeProxy(t *testing.T, cfg proxyConfig) (*testProxy, *pipeListener) {
+func startPipeProxy(t *testing.T, cfg proxyConfig) (*testProxy, pipeListener) {
 	t.Helper()
 	p := newTestServer(t, cfg)
-	ln := newPipeListener()
+	ln := pipeListener{newConnQueue()}
 	go func() { p.served <- p.srv.Serve(ln) }()
 	t.Cleanup(func() { p.shutdown(context.Background()) })
 	return p, ln

@@ -539,10 +539,11 @@ func (failingWriter) Write([]byte) (int, error) { return 0, io.ErrShortWrite }
 // does not (continue).
 func TestAuditLogFailure(t *testing.T) {
 	for _, tc := range []struct {
+		name   string
 		policy AuditOnError
 		status int
-	}{{"", http.StatusServiceUnavailable}, {AuditContinue, http.StatusForbidden}} {
-		t.Run(string(tc.policy), func(t *testing.T) {
+	}{{"default refuses", "", http.StatusServiceUnavailable}, {"continue", AuditContinue, http.StatusForbidden}} {
+		t.Run(tc.name, func(t *testing.T) {
 			o := startOrigin(t, originConfig{robots: testRobots})
 			p := startProxy(t, proxyConfig{audit: failingWriter{}, onAuditError: tc.policy})
 			c := p.client()
@@ -567,5 +568,49 @@ func TestAuditLogFailure(t *testing.T) {
 				t.Error("the origin was contacted")
 			}
 		})
+	}
+}
+
+// TestForbiddenNamesReading: a refusal of a reading other than the path
+// as sent names it in the text page, the JSON page, the decision header
+// and the audit record; in audit mode the header says it on the origin's
+// answer.
+func TestForbiddenNamesReading(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots})
+	p := startProxy(t, proxyConfig{})
+	c := p.client()
+	target := o.URL + "/x/..%2Fsecret"
+	resp, body := do(t, c, "GET", target, ua(noTokUA))
+	if resp.StatusCode != 403 || !strings.Contains(body, "Read as:     /secret (%2F decoded, then dot segments removed), as an origin may read the path") {
+		t.Errorf("text 403: %d\n%s", resp.StatusCode, body)
+	}
+	if h := resp.Header.Get(decisionHeader); !strings.Contains(h, `reading="/secret"`) {
+		t.Errorf("%s %q does not name the reading", decisionHeader, h)
+	}
+	h := ua(noTokUA)
+	h.Set("Accept", "application/json")
+	_, body = do(t, c, "GET", target, h)
+	var got forbiddenJSON
+	if err := json.Unmarshal([]byte(body), &got); err != nil || got.Reading != "/secret" || got.ReadingSteps != "%2F decoded, then dot segments removed" {
+		t.Errorf("JSON 403 reading %q, steps %q (%v):\n%s", got.Reading, got.ReadingSteps, err, body)
+	}
+	if o.saw("/x/..%2Fsecret") {
+		t.Error("the origin received the refused request")
+	}
+	rec := p.records()[0]
+	if rec.Reading != "/secret" || rec.ReadingSteps != "%2F decoded, then dot segments removed" ||
+		rec.Reason != "disallow: /secret (line 5) when read as /secret (%2F decoded, then dot segments removed)" {
+		t.Errorf("record: reading %q, steps %q, reason %q", rec.Reading, rec.ReadingSteps, rec.Reason)
+	}
+
+	audited := startProxy(t, proxyConfig{mode: ModeAudit})
+	ac := audited.client()
+	ac.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse } // the origin's mux redirects /a/../secret
+	resp, _ = do(t, ac, "GET", o.URL+"/a/../secret", ua(noTokUA))
+	if hv := resp.Header.Get(decisionHeader); !strings.Contains(hv, `reading="/secret"`) || !strings.Contains(hv, "mode=audit") {
+		t.Errorf("audit mode: status %d, %s %q", resp.StatusCode, decisionHeader, hv)
+	}
+	if !o.saw("/a/../secret") {
+		t.Error("audit mode did not forward the request as sent")
 	}
 }

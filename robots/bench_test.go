@@ -51,6 +51,29 @@ func BenchmarkCheck(b *testing.B) {
 	}
 }
 
+// BenchmarkCheckReadings is BenchmarkCheck through CheckReadings, which a
+// proxy calls: on the same paths, none of which an origin reads otherwise,
+// it must cost about what Check does. "tricky" is a path with dot
+// segments, escapes and parameters, whose every reading is judged.
+func BenchmarkCheckReadings(b *testing.B) {
+	r := Parse(corpusFiles(b)["twitter_2022.texting_robots.txt"])
+	tokens := []string{"Googlebot", "bingbot", "GPTBot"}
+	b.Run("same-paths", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			r.CheckReadings(tokens[i%len(tokens)], checkPaths[i%len(checkPaths)])
+			i++
+		}
+	})
+	b.Run("tricky", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r.CheckReadings("bingbot", "/jack/../jack/%2e/media;v=1//x%2Fy?lang=en")
+		}
+	})
+}
+
 // The pathological pattern against a 10,000-byte path, beside a plain
 // prefix pattern on the same path: the cost must stay of the same order.
 func BenchmarkCheckLongPath(b *testing.B) {
