@@ -255,6 +255,14 @@ func TestHostileRequests(t *testing.T) {
 		{name: "h2c upgrade is not relayed", raw: "GET http://host/open/h2c HTTP/1.1\r\nHost: host\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\nUser-Agent: " + crawlerUA + "\r\n\r\n",
 			status: 200, reaches: "/open/h2c"},
 
+		{name: "CONNECT with a password", raw: "CONNECT alice:hunter2@host HTTP/1.1\r\nHost: host\r\n\r\n",
+			status: 400, say: "user information"},
+		{name: "upper-case host name", raw: "GET http://LOCALHOST:port/open/case HTTP/1.1\r\nHost: x\r\nUser-Agent: " + crawlerUA + "\r\n\r\n",
+			status: 200, reaches: "/open/case"},
+		{name: "request trailers are dropped", raw: "POST http://host/open/trailer HTTP/1.1\r\nHost: host\r\nUser-Agent: " + crawlerUA + "\r\n" +
+			"Transfer-Encoding: chunked\r\nTrailer: Proxy-Authorization, X-Forwarded-For\r\n\r\n" +
+			"2\r\nok\r\n0\r\nProxy-Authorization: Basic c2VjcmV0OnNlY3JldA==\r\nX-Forwarded-For: 10.9.9.9\r\n\r\n",
+			status: 200, reaches: "/open/trailer"},
 		{name: "tunnel: user-info hides the host", tunnel: true, raw: "GET https://;@host/private/x HTTP/1.1\r\nHost: host\r\n\r\n",
 			status: 400, say: "user information"},
 		{name: "tunnel: path in the Host", tunnel: true, raw: "GET /index.html HTTP/1.1\r\nHost: host/private/x#\r\n\r\n",
@@ -278,7 +286,8 @@ func TestHostileRequests(t *testing.T) {
 			if c.tunnel {
 				o = secure
 			}
-			raw := strings.NewReplacer("otherhost", other.addr, "host", o.addr).Replace(c.raw)
+			_, port, _ := net.SplitHostPort(o.addr)
+			raw := strings.NewReplacer("otherhost", other.addr, "host", o.addr, ":port", ":"+port).Replace(c.raw)
 			var conn net.Conn
 			if c.tunnel {
 				conn = p.intercept(t, o.addr, crawlerUA)
@@ -350,7 +359,7 @@ func TestHostileRequests(t *testing.T) {
 		}
 	})
 
-	t.Run("the origin gets the Host of the absolute URL", func(t *testing.T) {
+	t.Run("what the origin received", func(t *testing.T) {
 		if got := plain.request(t, "/open/lying-hdr").Host; got != plain.addr {
 			t.Errorf("the origin received Host %q, want %q", got, plain.addr)
 		}
@@ -359,6 +368,13 @@ func TestHostileRequests(t *testing.T) {
 		}
 		if got := plain.request(t, "/open/h2c").Header.Get("Upgrade"); got != "" {
 			t.Errorf("the origin received Upgrade %q", got)
+		}
+		_, port, _ := net.SplitHostPort(plain.addr)
+		if got := plain.request(t, "/open/case").Host; got != "localhost:"+port {
+			t.Errorf("the origin received Host %q for LOCALHOST:%s, want the canonical localhost:%s robots.txt was fetched with", got, port, port)
+		}
+		if got := plain.request(t, "/open/trailer"); len(got.Trailer) != 0 || got.Header.Get("Trailer") != "" {
+			t.Errorf("the origin received trailers %v (announced %q)", got.Trailer, got.Header.Get("Trailer"))
 		}
 	})
 

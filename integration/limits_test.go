@@ -1,14 +1,17 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/textproto"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,8 +44,26 @@ func TestTunnelsCarryingPlainHTTP(t *testing.T) {
 			if r.status != http.StatusMisdirectedRequest {
 				t.Errorf("another Host through the tunnel: status %d, want 421", r.status)
 			}
-			if got := o.targets(); len(got) != 1 || got[0] != "/open/page" {
-				t.Errorf("the origin received %q, want only /open/page", got)
+			// A request sent in the same write as its CONNECT is not lost.
+			pipelined := p.dial(t)
+			pipelined.SetDeadline(time.Now().Add(requestTimeout))
+			io.WriteString(pipelined, "CONNECT "+o.addr+" HTTP/1.1\r\nHost: "+o.addr+"\r\n\r\n"+
+				"GET /open/pipelined HTTP/1.1\r\nHost: "+o.addr+"\r\nUser-Agent: "+crawlerUA+"\r\n\r\n")
+			br := bufio.NewReader(pipelined)
+			tp := textproto.NewReader(br)
+			if line, err := tp.ReadLine(); err != nil || !strings.Contains(line, " 200 ") {
+				t.Fatalf("CONNECT: %q, %v", line, err)
+			}
+			if _, err := tp.ReadMIMEHeader(); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("the request sent with its CONNECT: %v, %v", resp, err)
+			}
+			resp.Body.Close()
+			if got := o.targets(); !slices.Equal(got, []string{"/open/page", "/open/pipelined"}) {
+				t.Errorf("the origin received %q, want /open/page and /open/pipelined", got)
 			}
 			if code := p.stop(); code != 0 {
 				t.Fatalf("exit %d", code)
@@ -274,5 +295,25 @@ func TestExposedCAKey(t *testing.T) {
 		if strings.Contains(stderr, "robotsgate listening") {
 			t.Errorf("%v: robotsgate started with an exposed CA key", env)
 		}
+	}
+}
+
+// TestRobotsRedirectToDeniedDestination: an origin whose robots.txt
+// redirects to a cloud metadata address does not get robotsgate to fetch
+// it; its pages are refused, naming the policy.
+func TestRobotsRedirectToDeniedDestination(t *testing.T) {
+	t.Parallel()
+	o := newOrigin(t, false, map[string]http.HandlerFunc{
+		"/robots.txt": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/robots.txt", http.StatusFound)
+		},
+	})
+	p := startProxy(t)
+	r := get(t, p.client(t), o.base()+"/page", crawlerUA)
+	if r.status != http.StatusForbidden || !bytes.Contains(r.body, []byte("ROBOTSGATE_DENY_DESTINATIONS")) {
+		t.Errorf("status %d, body %q; want 403 naming ROBOTSGATE_DENY_DESTINATIONS", r.status, r.body)
+	}
+	if n := o.count("/page"); n != 0 {
+		t.Errorf("the origin received /page %d times", n)
 	}
 }

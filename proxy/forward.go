@@ -112,6 +112,7 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(resp.StatusCode)
 	readErr, writeErr := d.relayBody(w, resp.Body)
 	resp.Body.Close() // fills resp.Trailer
+	removeHopByHop(resp.Trailer)
 	for k, v := range resp.Trailer {
 		h[k] = v
 	}
@@ -130,7 +131,7 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 }
 
 // outgoingRequest is the request sent to the origin: the canonical target
-// and Host, and the client's header without the hop-by-hop fields, without
+// and the origin's Host, and the client's header without the hop-by-hop fields, without
 // Forwarded and X-Forwarded-* (where the crawler runs is not the origin's
 // business), with Via. The header is changed in place: net/http has read
 // what it needs of it before calling a handler (golang.org/issue/14940),
@@ -158,9 +159,12 @@ func (d *decision) outgoingRequest(r *http.Request, upgrade string, relay *relay
 	}
 	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{Got1xxResponse: relay.got1xx}))
 	out.URL = &d.outURL
-	out.Host = d.target.authority
+	out.Host = d.target.hostHeader
 	out.RequestURI = ""
 	out.Close = false
+	// Trailers from the client are dropped (RFC 9110 §6.5.1 lets a
+	// recipient): they could carry the very fields stripped above.
+	out.Trailer = nil
 	if r.ContentLength == 0 {
 		out.Body = nil
 	} else {

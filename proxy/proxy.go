@@ -265,7 +265,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) serveClient(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodConnect:
-		s.goproxy.ServeHTTP(w, r)
+		s.goproxy.ServeHTTP(keepBuffered{w}, r)
 	case strings.HasPrefix(r.RequestURI, "/"):
 		s.endpoints.ServeHTTP(w, r)
 	default:

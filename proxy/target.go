@@ -16,13 +16,17 @@ import (
 // request goes or what it asks for.
 type target struct {
 	scheme string // "http" or "https"
-	// authority is host[:port] as the client wrote it: the Host header
-	// the origin receives.
+	// authority is host[:port] as the client wrote it.
 	authority string
-	host      string // lower-case; an IPv6 address without brackets
-	port      string // the port connected to: explicit or the scheme's default
-	// dial is the host:port the request is sent to: the tunnel's target
-	// inside a tunnel (equal to authority by then), else authority.
+	// hostHeader is the Host the origin receives: the origin's own
+	// host[:port], as robots.txt was fetched with, so that an origin that
+	// tells hosts apart by case or port spelling serves the request from
+	// the site whose robots.txt judged it.
+	hostHeader string
+	host       string // lower-case; an IPv6 address without brackets
+	port       string // the port connected to: explicit or the scheme's default
+	// dial is the host[:port] the request is sent to: the tunnel's target
+	// inside a tunnel (the same place by then), else hostHeader.
 	dial string
 	// pathAndQuery is what robots.txt rules are matched against: the
 	// path and query as sent, never re-encoded ("/" when an absolute URL
@@ -135,13 +139,9 @@ func parseTarget(r *http.Request, tun *tunnel, maxURL int, t *target) *requestEr
 		t.port = defaultPort(t.scheme)
 	}
 	t.path, t.query, t.hasQuery = strings.Cut(t.pathAndQuery, "?")
-	t.dial = t.authority
-	if tun != nil {
-		if t.scheme != tun.scheme || t.host != tun.host || t.port != tun.port {
-			return &requestError{status: http.StatusMisdirectedRequest,
-				why: "this tunnel leads to " + tun.scheme + "://" + tun.authority + "; a request for " + t.scheme + "://" + t.authority + " needs a tunnel of its own"}
-		}
-		t.dial = tun.authority
+	if tun != nil && (t.scheme != tun.scheme || t.host != tun.host || t.port != tun.port) {
+		return &requestError{status: http.StatusMisdirectedRequest,
+			why: "this tunnel leads to " + tun.scheme + "://" + tun.authority + "; a request for " + t.scheme + "://" + t.authority + " needs a tunnel of its own"}
 	}
 	if prefix != "" {
 		t.url = raw
@@ -155,6 +155,11 @@ func parseTarget(r *http.Request, tun *tunnel, maxURL int, t *target) *requestEr
 		t.origin = prefix
 	} else if t.origin, err = robots.OriginFromURL(&url.URL{Scheme: t.scheme, Host: t.authority}); err != nil {
 		return badRequest("the request names no http or https origin: " + err.Error())
+	}
+	t.hostHeader = t.origin[len(t.scheme)+len("://"):]
+	t.dial = t.hostHeader
+	if tun != nil {
+		t.dial = tun.authority
 	}
 	return nil
 }

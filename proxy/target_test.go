@@ -12,21 +12,23 @@ func TestParseTarget(t *testing.T) {
 	tunTLS := &tunnel{authority: "example.com:443", host: "example.com", port: "443", scheme: "https"}
 	tunPlain := &tunnel{authority: "example.com:8080", host: "example.com", port: "8080", scheme: "http"}
 	tests := []struct {
-		name     string
-		uri      string
-		host     string // the Host header, for origin-form
-		tun      *tunnel
-		status   int    // 0: parsed
-		want     string // target.String()
-		dial     string
-		judged   string // pathAndQuery
-		origin   string
-		wantWhy  string
-		outgoing string // the request line's target the transport writes
+		name   string
+		uri    string
+		host   string // the Host header, for origin-form
+		tun    *tunnel
+		status int    // 0: parsed
+		want   string // target.String()
+		dial   string
+		judged string // pathAndQuery
+		origin string
+		// hostHeader is the Host the origin gets.
+		hostHeader string
+		wantWhy    string
+		outgoing   string // the request line's target the transport writes
 	}{
-		{name: "absolute", uri: "http://Example.COM:80/a/b?q=1", want: "http://Example.COM:80/a/b?q=1", dial: "Example.COM:80", judged: "/a/b?q=1", origin: "http://example.com", outgoing: "/a/b?q=1"},
+		{name: "absolute", uri: "http://Example.COM:80/a/b?q=1", want: "http://Example.COM:80/a/b?q=1", dial: "example.com", host: "ignored", hostHeader: "example.com", judged: "/a/b?q=1", origin: "http://example.com", outgoing: "/a/b?q=1"},
 		{name: "canonical", uri: "http://example.com:8080/a", origin: "http://example.com:8080"},
-		{name: "leading zeros in the port", uri: "http://example.com:08080/a", origin: "http://example.com:8080"},
+		{name: "leading zeros in the port", uri: "http://example.com:08080/a", origin: "http://example.com:8080", hostHeader: "example.com:8080", dial: "example.com:8080"},
 		{name: "upper-case scheme", uri: "HTTPS://example.com/a", want: "https://example.com/a", origin: "https://example.com"},
 		{name: "default https port", uri: "https://example.com:443/a", origin: "https://example.com"},
 		{name: "empty path", uri: "http://example.com", want: "http://example.com/", judged: "/", outgoing: "/"},
@@ -51,7 +53,7 @@ func TestParseTarget(t *testing.T) {
 		{name: "ipv6 zone", uri: "http://[fe80::1%25eth0]/", status: 400},
 		{name: "too long", uri: "http://example.com/" + strings.Repeat("a", 100), status: 414},
 
-		{name: "tunnel origin-form", uri: "/p?q", host: "EXAMPLE.com", tun: tunTLS, want: "https://EXAMPLE.com/p?q", dial: "example.com:443", judged: "/p?q", origin: "https://example.com", outgoing: "/p?q"},
+		{name: "tunnel origin-form", uri: "/p?q", host: "EXAMPLE.com", tun: tunTLS, want: "https://EXAMPLE.com/p?q", dial: "example.com:443", hostHeader: "example.com", judged: "/p?q", origin: "https://example.com", outgoing: "/p?q"},
 		{name: "tunnel explicit default port", uri: "/p", host: "example.com:443", tun: tunTLS, want: "https://example.com:443/p"},
 		{name: "tunnel leading zeros in port", uri: "/p", host: "example.com:0443", tun: tunTLS, want: "https://example.com:0443/p"},
 		{name: "tunnel absolute", uri: "https://example.com/p", host: "ignored", tun: tunTLS, want: "https://example.com/p", dial: "example.com:443"},
@@ -81,6 +83,9 @@ func TestParseTarget(t *testing.T) {
 			}
 			if tt.want != "" && got.url != tt.want {
 				t.Errorf("url = %q, want %q", got.url, tt.want)
+			}
+			if tt.hostHeader != "" && got.hostHeader != tt.hostHeader {
+				t.Errorf("hostHeader = %q, want %q", got.hostHeader, tt.hostHeader)
 			}
 			if tt.origin != "" && got.origin != tt.origin {
 				t.Errorf("origin = %q, want %q", got.origin, tt.origin)

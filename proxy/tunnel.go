@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -54,7 +56,10 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 	r := pctx.Req
 	d := s.newDecision(r, nil)
 	d.rec.Method = http.MethodConnect
-	d.rec.URL = redactUserinfo(r.RequestURI)
+	d.rec.URL = r.RequestURI
+	if at := strings.LastIndexByte(r.RequestURI, '@'); at >= 0 {
+		d.rec.URL = "REDACTED@" + r.RequestURI[at+1:]
+	}
 	reject := func(p *page) (*goproxy.ConnectAction, string) {
 		pctx.Resp = p.response(r)
 		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, r.RequestURI
@@ -92,11 +97,9 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 	d.rec.PathsChecked = false
 	d.rec.Token = robots.ProductToken(d.rec.UserAgent)
-	scheme := "https"
-	if tun.port == "80" {
-		scheme = "http"
-	}
-	origin, err := robots.OriginOf(scheme + "://" + tun.authority)
+	// A blind tunnel only ever relays TLS: it is judged as HTTPS whatever
+	// its port. Plain HTTP in it is read and judged request by request.
+	origin, err := robots.OriginOf("https://" + tun.authority)
 	if err != nil {
 		return d.failPage(http.StatusBadRequest, "the CONNECT target is not a host:port", err)
 	}
@@ -287,6 +290,23 @@ func pipe(dst, src net.Conn) {
 		return
 	}
 	dst.Close()
+}
+
+// keepBuffered hands goproxy a connection that still gives the bytes a
+// client sent right behind its CONNECT (a TLS ClientHello, a request):
+// goproxy hijacks the connection and drops the reader that holds them.
+type keepBuffered struct{ http.ResponseWriter }
+
+func (k keepBuffered) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(k.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if n := brw.Reader.Buffered(); n > 0 {
+		early, _ := brw.Reader.Peek(n)
+		conn = &prefixConn{Conn: conn, prefix: bytes.Clone(early)}
+	}
+	return conn, brw, nil
 }
 
 // tunnelKey is the context key of a request's *tunnel.

@@ -122,9 +122,11 @@ func IsRobotsTxt(pathAndQuery string) bool { return isRobotsTxt(normalizePath(pa
 
 // DisallowsAll reports whether token may fetch nothing on the site but
 // /robots.txt: the groups that apply have a rule disallowing every path
-// and no allow rule at all. The verdict cites that rule. A proxy that
-// cannot see paths (a tunnel it does not intercept) can refuse such a
-// crawler outright and must let any other through.
+// ("/", "*", "/*$", ...) and every allow rule is either about /robots.txt
+// or overruled where it matches (each is tried with its wildcards empty
+// and filled). The verdict cites the rule that disallows everything. A
+// proxy that cannot see paths (a tunnel it does not intercept) can refuse
+// such a crawler outright and must let any other through.
 func (r *Robots) DisallowsAll(token string) (Verdict, bool) {
 	rs := r.ruleSetFor(token)
 	if rs == nil {
@@ -132,16 +134,28 @@ func (r *Robots) DisallowsAll(token string) (Verdict, bool) {
 	}
 	var everything *Rule
 	for i := range rs.rules {
-		rule := &rs.rules[i]
-		if rule.Allow {
-			return Verdict{}, false
-		}
-		if p := rule.pattern; !p.anchored && (p.expr == "/" || p.expr == "*" || p.expr == "/*") {
+		if rule := &rs.rules[i]; !rule.Allow && rule.pattern.matchesEveryPath() {
 			everything = rule
+			break
 		}
 	}
 	if everything == nil {
 		return Verdict{}, false
+	}
+	for i := range rs.rules {
+		rule := &rs.rules[i]
+		if !rule.Allow {
+			continue
+		}
+		for _, fill := range [...]string{"", "robotsgate-probe"} {
+			path := strings.ReplaceAll(rule.pattern.expr, "*", fill)
+			if !strings.HasPrefix(path, "/") {
+				path = "/" + path
+			}
+			if !isRobotsTxt(normalizePath(path)) && r.Check(token, path).Allowed {
+				return Verdict{}, false
+			}
+		}
 	}
 	return Verdict{Allowed: false, Cause: CauseRule, Rule: everything, Group: rs.name, GroupLines: rs.agentLines}, true
 }

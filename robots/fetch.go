@@ -150,11 +150,21 @@ type FetcherOptions struct {
 	// connecting (see net.Dialer.ControlContext); an error refuses the
 	// connection. The proxy's destination policy comes in here.
 	DialControl func(ctx context.Context, network, address string, c syscall.RawConn) error
+	// MaxConcurrent bounds the fetches under way at once; a fetch that
+	// finds no room within its Timeout ends unreachable. Zero or less means
+	// DefaultMaxConcurrent.
+	MaxConcurrent int
 }
+
+// DefaultMaxConcurrent is how many fetches a Fetcher runs at once unless
+// told otherwise: enough for any real crawl, few enough that a client
+// naming endless origins cannot make it hold endless connections.
+const DefaultMaxConcurrent = 256
 
 // Fetcher fetches robots.txt files. It is safe for concurrent use; Close
 // releases its idle connections.
 type Fetcher struct {
+	slots        chan struct{} // one per fetch under way
 	transport    *http.Transport
 	dialer       net.Dialer
 	parser       Parser
@@ -184,6 +194,10 @@ func NewFetcher(opts FetcherOptions) *Fetcher {
 		f.maxBytes = DefaultMaxBytes
 	}
 	f.parser = Parser{MaxBytes: f.maxBytes}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	f.slots = make(chan struct{}, opts.MaxConcurrent)
 	connect := opts.ConnectTimeout
 	if connect <= 0 {
 		connect = DefaultConnectTimeout
@@ -326,7 +340,14 @@ func (f *Fetcher) Fetch(ctx context.Context, origin string) *FetchResult {
 	} else {
 		res.Origin = canonical
 		ctx, cancel := context.WithTimeout(ctx, f.timeout)
-		f.fetch(ctx, res)
+		select {
+		case f.slots <- struct{}{}:
+			f.fetch(ctx, res)
+			<-f.slots
+		case <-ctx.Done():
+			res.fail(OutcomeUnreachable, "robots.txt unreachable: too many fetches under way",
+				fmt.Errorf("robots.txt fetch of %s: no room among %d fetches under way: %w", canonical, cap(f.slots), ctx.Err()))
+		}
 		cancel()
 	}
 	res.FetchedAt = time.Now()

@@ -1027,3 +1027,40 @@ func BenchmarkFetchResultCheck(b *testing.B) {
 		res.Check("Googlebot", "/some/path?q=1")
 	}
 }
+
+// TestFetchConcurrencyBound: with every slot taken by a fetch that hangs,
+// another fetch ends unreachable within its deadline instead of
+// opening one more connection; once the slot frees, fetching works again.
+func TestFetchConcurrencyBound(t *testing.T) {
+	release := make(chan struct{})
+	hangs := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	ok := serveBody(t, 200, "User-agent: *\nDisallow: /x\n")
+	f := newTestFetcher(t, FetcherOptions{MaxConcurrent: 1, Timeout: 2 * time.Second})
+
+	first := make(chan *FetchResult, 1)
+	go func() { first <- f.Fetch(context.Background(), hangs.URL) }()
+	// Wait until the hanging fetch holds the slot.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(f.slots) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first fetch never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	res := f.Fetch(short, ok.URL)
+	if res.Outcome != OutcomeUnreachable || res.Detail != "robots.txt unreachable: too many fetches under way" {
+		t.Errorf("fetch with no slot free: %v %q, want unreachable, too many fetches", res.Outcome, res.Detail)
+	}
+	close(release)
+	<-first
+	if res := f.Fetch(context.Background(), ok.URL); res.Outcome != OutcomeOK {
+		t.Errorf("fetch once the slot is free: %v %q", res.Outcome, res.Detail)
+	}
+}

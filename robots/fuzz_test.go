@@ -195,3 +195,23 @@ func isASCII(s string) bool {
 	}
 	return true
 }
+
+// FuzzDisallowsAllIsSound: when DisallowsAll says a crawler may fetch
+// nothing, no path but /robots.txt is allowed to it.
+func FuzzDisallowsAllIsSound(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s, "/example/page.html")
+	}
+	f.Add("User-agent: *\nDisallow: /\nAllow: /robots.txt\nAllow: /*.gif$\nDisallow: /*.gif\n", "/a.gif")
+	f.Fuzz(func(t *testing.T, body, path string) {
+		if !strings.HasPrefix(path, "/") || IsRobotsTxt(path) {
+			return
+		}
+		r := Parse([]byte(body))
+		if _, all := r.DisallowsAll("fuzzbot"); all {
+			if v := r.Check("fuzzbot", path); v.Allowed {
+				t.Fatalf("DisallowsAll, but %q is allowed: %s", path, v.Reason())
+			}
+		}
+	})
+}

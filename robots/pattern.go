@@ -39,6 +39,15 @@ func compilePattern(value string) (p pattern, ok bool) {
 	return p, true
 }
 
+// matchesEveryPath reports whether p matches every path: nothing but '*'
+// and at most one '/', and, when anchored, a final '*' ("/", "*", "/*$").
+func (p *pattern) matchesEveryPath() bool {
+	if rest := strings.Trim(p.expr, "*"); rest != "" && rest != "/" {
+		return false
+	}
+	return !p.anchored || strings.HasSuffix(p.expr, "*")
+}
+
 // match reports whether p matches path, which must already be normalised
 // with normalizePath. Segments between '*' are placed at their leftmost
 // occurrence: with '*' as the only wildcard that placement is never worse

@@ -504,6 +504,29 @@ Disallow: /private/
 
 User-agent: *
 Disallow: *
+
+User-agent: robotsonly
+Disallow: /
+Allow: /robots.txt
+
+User-agent: anchored
+Disallow: /*$
+
+User-agent: rootonly
+Disallow: /$
+
+User-agent: someopen
+Disallow: /
+Allow: /public/
+
+User-agent: shadowed
+Disallow: /
+Allow: /open
+Disallow: /open
+
+User-agent: wildopen
+Disallow: /
+Allow: /*.html$
 `))
 	for _, c := range []struct {
 		token string
@@ -515,6 +538,12 @@ Disallow: *
 		{"Googlebot", false, ""}, // the home page is allowed
 		{"bingbot", false, ""},
 		{"OtherBot", true, "disallow: * (line 16)"},
+		{"robotsonly", true, "disallow: / (line 19)"},
+		{"anchored", true, "disallow: /*$ (line 23)"},
+		{"rootonly", false, ""},
+		{"someopen", false, ""},
+		{"shadowed", false, ""}, // allow wins the tie
+		{"wildopen", false, ""},
 	} {
 		v, all := r.DisallowsAll(c.token)
 		if all != c.all || (all && v.Reason() != c.rule) {

@@ -53,19 +53,46 @@ func (p *Policy) Ranges() []netip.Prefix {
 	return append([]netip.Prefix(nil), p.deny...)
 }
 
-// Denied reports the denied range addr is in. An IPv4 address written as
-// IPv6 (::ffff:169.254.169.254) is judged as the IPv4 address it is.
+// Denied reports the denied range addr is in. An IPv4 address carried in
+// IPv6 is judged as the IPv4 address too: IPv4-mapped
+// (::ffff:169.254.169.254), IPv4-compatible (::169.254.169.254) and the
+// well-known NAT64 prefix (64:ff9b::169.254.169.254).
 func (p *Policy) Denied(addr netip.Addr) (netip.Prefix, bool) {
 	if p == nil || !addr.IsValid() {
 		return netip.Prefix{}, false
 	}
 	addr = addr.Unmap().WithZone("")
-	for _, prefix := range p.deny {
-		if prefix.Contains(addr) {
-			return prefix, true
+	candidates := [2]netip.Addr{addr}
+	if addr.Is6() {
+		b := addr.As16()
+		if embedsIPv4(b) {
+			candidates[1] = netip.AddrFrom4([4]byte(b[12:]))
+		}
+	}
+	for _, a := range candidates {
+		if !a.IsValid() {
+			continue
+		}
+		for _, prefix := range p.deny {
+			if prefix.Contains(a) {
+				return prefix, true
+			}
 		}
 	}
 	return netip.Prefix{}, false
+}
+
+// embedsIPv4 reports an IPv6 address in ::/96 (IPv4-compatible, but :: and
+// ::1) or 64:ff9b::/96 (NAT64), whose last four bytes are an IPv4 address.
+func embedsIPv4(b [16]byte) bool {
+	nat64 := [12]byte{0x00, 0x64, 0xff, 0x9b}
+	switch [12]byte(b[:12]) {
+	case nat64:
+		return true
+	case [12]byte{}:
+		return b[12]|b[13]|b[14] != 0 || b[15] > 1
+	}
+	return false
 }
 
 // Check returns a *DeniedError when host (an IP address, without brackets
