@@ -340,19 +340,36 @@ func (f *Fetcher) Fetch(ctx context.Context, origin string) *FetchResult {
 	} else {
 		res.Origin = canonical
 		ctx, cancel := context.WithTimeout(ctx, f.timeout)
-		select {
-		case f.slots <- struct{}{}:
+		if f.takeSlot(ctx) {
 			f.fetch(ctx, res)
 			<-f.slots
-		case <-ctx.Done():
+		} else if err := ctx.Err(); errors.Is(err, context.Canceled) {
+			res.failNetwork(fmt.Errorf("robots.txt fetch of %s: %w", canonical, err))
+		} else {
 			res.fail(OutcomeUnreachable, "robots.txt unreachable: too many fetches under way",
-				fmt.Errorf("robots.txt fetch of %s: no room among %d fetches under way: %w", canonical, cap(f.slots), ctx.Err()))
+				fmt.Errorf("robots.txt fetch of %s: no room among %d fetches under way: %w", canonical, cap(f.slots), err))
 		}
 		cancel()
 	}
 	res.FetchedAt = time.Now()
 	res.Duration = res.FetchedAt.Sub(start)
 	return res
+}
+
+// takeSlot waits for room among the fetches under way until ctx ends; a
+// free slot is taken even when ctx has ended, so the fetch reports why.
+func (f *Fetcher) takeSlot(ctx context.Context) bool {
+	select {
+	case f.slots <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case f.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (r *FetchResult) fail(outcome Outcome, detail string, err error) {
