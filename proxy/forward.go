@@ -251,6 +251,9 @@ func (d *decision) switchProtocols(w http.ResponseWriter, r *http.Request, resp 
 		return
 	}
 	defer client.Close()
+	// Recorded before the connection closes: shutdown waits for
+	// connections, not for relays, to end.
+	defer d.finish()
 	resp.Header["Via"] = append(resp.Header["Via"], via(resp.ProtoMajor, resp.ProtoMinor))
 	resp.Body = nil // Write sends the head only
 	if err := resp.Write(brw); err != nil || brw.Flush() != nil {

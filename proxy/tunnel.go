@@ -181,10 +181,7 @@ func (s *Server) serveTunnel(r *http.Request, conn net.Conn, tun *tunnel, blind 
 	case first[0] == tlsRecordHandshake && !blind.verdict.Allowed && s.opts.Mode == ModeEnforce:
 		// robots.txt could not be fetched over HTTPS and this is HTTPS:
 		// complete disallow, now that it can only be said by hanging up.
-		conn.Close()
-		blind.rec.Status = http.StatusOK
-		blind.rec.Error = "TLS tunnel closed unopened: robots.txt could not be fetched"
-		blind.finish()
+		s.endTunnel(conn, blind, "TLS tunnel closed unopened: robots.txt could not be fetched")
 	case first[0] == tlsRecordHandshake:
 		conn.SetDeadline(time.Time{})
 		s.relay(client, tun, blind)
@@ -215,13 +212,14 @@ func (d *decision) carriesPlainHTTP(tun *tunnel) {
 }
 
 // endTunnel closes a tunnel that never carried anything.
+// The record comes first: shutdown waits for the connection, not for it.
 func (s *Server) endTunnel(conn net.Conn, blind *decision, why string) {
-	conn.Close()
 	if blind != nil {
 		blind.rec.Status = http.StatusOK
 		blind.rec.Error = why
 		blind.finish()
 	}
+	conn.Close()
 }
 
 // interceptTLS completes the client's TLS handshake with a leaf from
@@ -260,12 +258,13 @@ func (s *Server) queueTunnel(c net.Conn, tun *tunnel) {
 // ways until either side is done.
 func (s *Server) relay(client net.Conn, tun *tunnel, blind *decision) {
 	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), s.dialer.Timeout+time.Second)
-	upstream, err := s.dialer.DialContext(ctx, "tcp", tun.authority)
-	cancel()
+	upstream, err := s.dialer.DialContext(context.Background(), "tcp", tun.authority) // bounded by the dialer's timeout
 	if err != nil {
 		blind.rec.Status = http.StatusOK
 		blind.rec.Error = "connecting to the origin: " + upstreamProblem(err)
+		if denied := deniedDestination(err); denied != nil {
+			blind.rec.Error = denied.Error() + " (ROBOTSGATE_DENY_DESTINATIONS)"
+		}
 		blind.finish()
 		return
 	}
