@@ -20,7 +20,7 @@ func runBinary(t *testing.T, stdin string, env []string, args ...string) (code i
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd := command(ctx, t, args...)
 	cmd.Env = cleanEnv(env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer

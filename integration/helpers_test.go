@@ -89,7 +89,7 @@ func startProxy(t *testing.T, env ...string) *proxyProcess {
 		output:   newLineLog(),
 		exited:   make(chan struct{}),
 	}
-	p.cmd = exec.Command(binary)
+	p.cmd = command(context.Background(), t)
 	p.cmd.Env = cleanEnv(append([]string{
 		"ROBOTSGATE_LISTEN=127.0.0.1:0",
 		"ROBOTSGATE_CA_DIR=" + p.caDir,
