@@ -46,6 +46,15 @@ func (t *connTracker) open() int {
 	return len(t.conns)
 }
 
+// closeWrite half-closes c when it can: a TCP connection, or a wrapper
+// that passes CloseWrite on.
+func closeWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
 // refuse answers a connection over the bound with 503 and closes it,
 // without holding up the accept loop or the connections within the bound.
 func (t *connTracker) refuse(c net.Conn) {
@@ -66,9 +75,7 @@ func (t *connTracker) refuse(c net.Conn) {
 		// Read what the client sent until it closes, so that closing with
 		// its request unread does not reset the connection before it has
 		// read the answer.
-		if cw, ok := c.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		}
+		closeWrite(c)
 		io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 	}()
 }
@@ -176,14 +183,9 @@ func (c *idleConn) Close() error {
 	return err
 }
 
-// CloseWrite and CloseRead let goproxy half-close a blind tunnel, as it
-// does with a bare TCP connection.
-func (c *idleConn) CloseWrite() error {
-	if hc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return hc.CloseWrite()
-	}
-	return errors.ErrUnsupported
-}
+// CloseWrite and CloseRead let a tunnel be half-closed, as a bare TCP
+// connection can be.
+func (c *idleConn) CloseWrite() error { return closeWrite(c.Conn) }
 
 func (c *idleConn) CloseRead() error {
 	if hc, ok := c.Conn.(interface{ CloseRead() error }); ok {

@@ -154,7 +154,6 @@ func (d *decision) checkMaxForwards(r *http.Request) *page {
 		d.maxForwards = strconv.FormatUint(n-1, 10)
 		return nil
 	}
-	d.verdict = robots.Verdict{Allowed: true, Cause: robots.CauseNoMatchingRule, Detail: "Max-Forwards: 0"}
 	d.rec.Verdict = "allow"
 	d.rec.Reason = "Max-Forwards: 0: answered by robotsgate"
 	d.rec.Status = http.StatusOK

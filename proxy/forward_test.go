@@ -297,3 +297,73 @@ func TestUpstreamProblem(t *testing.T) {
 		})
 	}
 }
+
+// TestInterimAnswersRelayedAndBounded checks that 1xx answers reach the
+// client before the final one, and that an origin sending them without
+// end gets the request ended with a 502 after maxInterim of them.
+func TestInterimAnswersRelayedAndBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					hints := map[string]int{"/hints": 2, "/flood": maxInterim + 5}[req.URL.Path]
+					for range hints {
+						io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+					}
+					if req.URL.Path == "/robots.txt" {
+						io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+						continue
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+			}()
+		}
+	}()
+	p := startProxy(t, proxyConfig{})
+	for _, tc := range []struct {
+		path          string
+		interim, last int
+	}{{"/hints", 2, http.StatusOK}, {"/flood", maxInterim, http.StatusBadGateway}} {
+		conn, err := net.DialTimeout("tcp", p.addr, testTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(testTimeout))
+		io.WriteString(conn, "GET http://"+ln.Addr().String()+tc.path+" HTTP/1.1\r\nHost: x\r\nUser-Agent: "+curlUA+"\r\n\r\n")
+		br := bufio.NewReader(conn)
+		interim := 0
+		for {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("%s: reading answer %d: %v", tc.path, interim+1, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != http.StatusEarlyHints {
+				if interim != tc.interim || resp.StatusCode != tc.last {
+					t.Errorf("%s: %d interim answers then %d; want %d then %d", tc.path, interim, resp.StatusCode, tc.interim, tc.last)
+				}
+				break
+			}
+			if resp.Header.Get("Link") != "</a.css>; rel=preload" {
+				t.Errorf("%s: interim answer without its Link: %v", tc.path, resp.Header)
+			}
+			interim++
+		}
+	}
+}

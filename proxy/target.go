@@ -239,11 +239,14 @@ func quoteClip(s string) string {
 	return strconv.Quote(s)
 }
 
-// redactUserinfo removes user information from an absolute URL as sent, so
-// that a refused request's record and page never repeat a password.
+// redactUserinfo removes user information from a request target as sent,
+// an absolute URL or a CONNECT's host:port, so that a refused request's
+// record and page never repeat a password.
 func redactUserinfo(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
+	prefix, rest := "", raw
+	if scheme, after, ok := strings.Cut(raw, "://"); ok {
+		prefix, rest = scheme+"://", after
+	} else if strings.HasPrefix(raw, "/") {
 		return raw
 	}
 	end := strings.IndexAny(rest, "/?#")
@@ -254,5 +257,5 @@ func redactUserinfo(raw string) string {
 	if at < 0 {
 		return raw
 	}
-	return scheme + "://REDACTED@" + rest[at+1:]
+	return prefix + "REDACTED@" + rest[at+1:]
 }

@@ -149,6 +149,8 @@ func TestRedactUserinfo(t *testing.T) {
 		"http://a@b@h?x":        "http://REDACTED@h?x",
 		"http://h/p@q":          "http://h/p@q",
 		"/path@x":               "/path@x",
+		"alice:pw@host:443":     "REDACTED@host:443",
+		"host:443":              "host:443",
 		"https://h":             "https://h",
 		"http://x:y@h#frag@z":   "http://REDACTED@h#frag@z",
 	} {

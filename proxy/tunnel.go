@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -56,10 +55,7 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 	r := pctx.Req
 	d := s.newDecision(r, nil)
 	d.rec.Method = http.MethodConnect
-	d.rec.URL = r.RequestURI
-	if at := strings.LastIndexByte(r.RequestURI, '@'); at >= 0 {
-		d.rec.URL = "REDACTED@" + r.RequestURI[at+1:]
-	}
+	d.rec.URL = redactUserinfo(r.RequestURI)
 	reject := func(p *page) (*goproxy.ConnectAction, string) {
 		pctx.Resp = p.response(r)
 		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, r.RequestURI
@@ -285,10 +281,9 @@ func pipe(dst, src net.Conn) {
 		src.Close()
 		return
 	}
-	if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-		return
+	if closeWrite(dst) != nil {
+		dst.Close()
 	}
-	dst.Close()
 }
 
 // keepBuffered hands goproxy a connection that still gives the bytes a
@@ -301,11 +296,18 @@ func (k keepBuffered) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if n := brw.Reader.Buffered(); n > 0 {
-		early, _ := brw.Reader.Peek(n)
-		conn = &prefixConn{Conn: conn, prefix: bytes.Clone(early)}
+	return withBuffered(conn, brw.Reader), brw, nil
+}
+
+// withBuffered returns conn, reading first what br, a reader of it, holds
+// already: a hijacked connection's reader may hold bytes the client sent.
+func withBuffered(conn net.Conn, br *bufio.Reader) net.Conn {
+	n := br.Buffered()
+	if n == 0 {
+		return conn
 	}
-	return conn, brw, nil
+	early, _ := br.Peek(n)
+	return &prefixConn{Conn: conn, prefix: bytes.Clone(early)}
 }
 
 // tunnelKey is the context key of a request's *tunnel.
@@ -329,12 +331,7 @@ type tunneledConn struct {
 
 // CloseWrite lets net/http end its side of the tunnel as it would a TCP
 // connection's.
-func (c *tunneledConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return errors.ErrUnsupported
-}
+func (c *tunneledConn) CloseWrite() error { return closeWrite(c.Conn) }
 
 // prefixConn gives back the bytes already read from a connection before
 // reading on.
@@ -352,12 +349,7 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-func (c *prefixConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return errors.ErrUnsupported
-}
+func (c *prefixConn) CloseWrite() error { return closeWrite(c.Conn) }
 
 // connQueue is the listener of the server that reads requests inside
 // tunnels: connections are pushed to it once their tunnel is open.
