@@ -26,10 +26,11 @@ import (
 	"robotsgate/config"
 	"robotsgate/proxy"
 	"robotsgate/proxy/audit"
+	checkcmd "robotsgate/proxy/cmd/check"
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/mitm"
 	"robotsgate/robots"
-	"robotsgate/robots/checkcmd"
+	"robotsgate/robots/fetch"
 )
 
 // version is set at link time (-ldflags "-X main.version=v1.2.3"); without
@@ -102,7 +103,7 @@ func loadConfig(forCheck bool) (*config.Config, bool) {
 		return nil, false
 	}
 	if cfg.FetchUserAgent == "" {
-		cfg.FetchUserAgent = robots.DefaultFetchUserAgent(buildVersion())
+		cfg.FetchUserAgent = fetch.DefaultUserAgent(buildVersion())
 	}
 	return cfg, true
 }
@@ -139,8 +140,8 @@ func upstreamRoots(cfg *config.Config) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-func newFetcher(cfg *config.Config, roots *x509.CertPool, destinations *destination.Policy) *robots.Fetcher {
-	return robots.NewFetcher(robots.FetcherOptions{
+func newFetcher(cfg *config.Config, roots *x509.CertPool, destinations *destination.Policy) *fetch.Fetcher {
+	return fetch.New(fetch.Options{
 		UserAgent:      cfg.FetchUserAgent,
 		Timeout:        cfg.FetchTimeout,
 		ConnectTimeout: cfg.FetchConnectTimeout,
@@ -219,7 +220,7 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 		RetryAfter: cfg.UnreachableRetry,
 		MaxStale:   cfg.MaxStale,
 		Logger:     log.With("component", "robots-cache"),
-	}, proxy.RobotsLoader(fetcher, log.With("component", "robots-fetch")))
+	}, fetcher.Load)
 	if err != nil {
 		return configError{fmt.Errorf("robots.txt cache: %w", err)}
 	}
@@ -227,7 +228,7 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 
 	auditLog, err := audit.Open(cfg.AuditLog, audit.Options{
 		OnFailure: func(err error) {
-			if cfg.AuditOnError == config.AuditRefuse {
+			if cfg.AuditOnError == proxy.AuditRefuse {
 				log.Error("the audit log cannot be written; refusing every request with 503 until it can (ROBOTSGATE_AUDIT_ON_ERROR=refuse)", "err", err)
 				return
 			}
@@ -243,10 +244,10 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 		sources.Issuer = issuer.Stats
 	}
 	server, err := proxy.New(proxy.Options{
-		Mode:         proxy.Mode(cfg.Mode),
+		Mode:         cfg.Mode,
 		Rules:        rules,
 		Audit:        auditLog,
-		AuditOnError: proxy.AuditOnError(cfg.AuditOnError),
+		AuditOnError: cfg.AuditOnError,
 		Issuer:       issuer,
 		CA:           ca,
 		Destinations: destinations,

@@ -17,6 +17,7 @@ package config
 import (
 	"log/slog"
 	"os"
+	"robotsgate/proxy"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -33,7 +34,7 @@ type Config struct {
 	Listen string `env:"LISTEN" envDefault:"127.0.0.1:8080" desc:"Address the proxy listens on, host:port; the loopback default keeps it from being an open proxy"`
 
 	// Mode says whether denied requests are refused or only logged.
-	Mode Mode `env:"MODE" envDefault:"enforce" desc:"enforce answers 403 to requests robots.txt disallows; audit logs the verdict and forwards anyway"`
+	Mode proxy.Mode `env:"MODE" envDefault:"enforce" desc:"enforce answers 403 to requests robots.txt disallows; audit logs the verdict and forwards anyway"`
 
 	// MITM turns on interception of CONNECT tunnels with robotsgate's CA.
 	MITM bool `env:"MITM" envDefault:"true" desc:"Intercept HTTPS (CONNECT) with robotsgate's CA so every request's path is checked"`
@@ -144,7 +145,7 @@ type Config struct {
 	DenyDestinations DestinationList `env:"DENY_DESTINATIONS" envDefault:"169.254.0.0/16,fe80::/10,0.0.0.0/8,::/128" desc:"Comma-separated CIDRs or addresses robotsgate never connects to, checked on the resolved address of every connection; none to deny nothing"`
 
 	// AuditOnError says what happens while the audit log cannot be written.
-	AuditOnError AuditOnError `env:"AUDIT_ON_ERROR" envDefault:"refuse" desc:"While the audit log cannot be written: refuse answers 503 to every request until it can; continue serves on and logs loudly"`
+	AuditOnError proxy.AuditOnError `env:"AUDIT_ON_ERROR" envDefault:"refuse" desc:"While the audit log cannot be written: refuse answers 503 to every request until it can; continue serves on and logs loudly"`
 
 	// ShutdownGrace is how long in-flight requests may run on after SIGTERM.
 	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"10s" desc:"How long in-flight requests may finish after SIGTERM"`

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"robotsgate/proxy"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ import (
 func defaults() Config {
 	return Config{
 		Listen:                        "127.0.0.1:8080",
-		Mode:                          ModeEnforce,
+		Mode:                          proxy.ModeEnforce,
 		MITM:                          true,
 		LogFormat:                     LogFormatAuto,
 		LogLevel:                      slog.LevelInfo,
@@ -53,7 +54,7 @@ func defaults() Config {
 			netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10"),
 			netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("::/128"),
 		},
-		AuditOnError:  AuditRefuse,
+		AuditOnError:  proxy.AuditRefuse,
 		ShutdownGrace: 10 * time.Second,
 	}
 }
@@ -162,15 +163,15 @@ func TestLoadFromNilIgnoresProcessEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadFrom(nil) = %v", err)
 	}
-	if cfg.Mode != ModeEnforce {
-		t.Errorf("LoadFrom(nil).Mode = %q, want %q: the process environment leaked in", cfg.Mode, ModeEnforce)
+	if cfg.Mode != proxy.ModeEnforce {
+		t.Errorf("LoadFrom(nil).Mode = %q, want %q: the process environment leaked in", cfg.Mode, proxy.ModeEnforce)
 	}
 	cfg, err = Load()
 	if err != nil {
 		t.Fatalf("Load() = %v", err)
 	}
-	if cfg.Mode != ModeAudit {
-		t.Errorf("Load().Mode = %q, want %q from the process environment", cfg.Mode, ModeAudit)
+	if cfg.Mode != proxy.ModeAudit {
+		t.Errorf("Load().Mode = %q, want %q from the process environment", cfg.Mode, proxy.ModeAudit)
 	}
 }
 
@@ -192,9 +193,9 @@ func TestLoadFromValidValues(t *testing.T) {
 		{"listen any interface", map[string]string{"ROBOTSGATE_LISTEN": ":3128"}, func(c *Config) { c.Listen = ":3128" }},
 		{"listen IPv6 port 0", map[string]string{"ROBOTSGATE_LISTEN": "[::1]:0"}, func(c *Config) { c.Listen = "[::1]:0" }},
 		{"listen top port", map[string]string{"ROBOTSGATE_LISTEN": "localhost:65535"}, func(c *Config) { c.Listen = "localhost:65535" }},
-		{"mode audit", map[string]string{"ROBOTSGATE_MODE": "audit"}, func(c *Config) { c.Mode = ModeAudit }},
-		{"mode upper case", map[string]string{"ROBOTSGATE_MODE": "AUDIT"}, func(c *Config) { c.Mode = ModeAudit }},
-		{"mode enforce mixed case", map[string]string{"ROBOTSGATE_MODE": "Enforce"}, func(c *Config) { c.Mode = ModeEnforce }},
+		{"mode audit", map[string]string{"ROBOTSGATE_MODE": "audit"}, func(c *Config) { c.Mode = proxy.ModeAudit }},
+		{"mode upper case", map[string]string{"ROBOTSGATE_MODE": "AUDIT"}, func(c *Config) { c.Mode = proxy.ModeAudit }},
+		{"mode enforce mixed case", map[string]string{"ROBOTSGATE_MODE": "Enforce"}, func(c *Config) { c.Mode = proxy.ModeEnforce }},
 		{"mitm false", map[string]string{"ROBOTSGATE_MITM": "false"}, func(c *Config) { c.MITM = false }},
 		{"mitm 0", map[string]string{"ROBOTSGATE_MITM": "0"}, func(c *Config) { c.MITM = false }},
 		{"mitm 1", map[string]string{"ROBOTSGATE_MITM": "1"}, func(c *Config) { c.MITM = true }},
@@ -244,7 +245,7 @@ func TestLoadFromValidValues(t *testing.T) {
 				c.DenyDestinations = DestinationList{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32"),
 					netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("10.1.0.0/16")}
 			}},
-		{"audit on error continue", map[string]string{"ROBOTSGATE_AUDIT_ON_ERROR": "Continue"}, func(c *Config) { c.AuditOnError = AuditContinue }},
+		{"audit on error continue", map[string]string{"ROBOTSGATE_AUDIT_ON_ERROR": "Continue"}, func(c *Config) { c.AuditOnError = proxy.AuditContinue }},
 		{"client limits", map[string]string{
 			"ROBOTSGATE_MAX_HEADER_BYTES": "4KiB", "ROBOTSGATE_MAX_URL_BYTES": "4KiB", "ROBOTSGATE_MAX_CONNECTIONS": "1",
 			"ROBOTSGATE_CLIENT_HEADER_TIMEOUT": "1s", "ROBOTSGATE_CLIENT_TLS_TIMEOUT": "2s",
@@ -550,15 +551,8 @@ func TestCADirWithoutUserConfigDir(t *testing.T) {
 	}
 }
 
-func TestModeLogFormatRobotsAuthStatusUnmarshalText(t *testing.T) {
+func TestLogFormatRobotsAuthStatusUnmarshalText(t *testing.T) {
 	t.Parallel()
-	var m Mode
-	if err := m.UnmarshalText([]byte("AuDiT")); err != nil || m != ModeAudit {
-		t.Errorf("Mode.UnmarshalText(AuDiT) = %q, %v", m, err)
-	}
-	if err := m.UnmarshalText([]byte("")); err == nil {
-		t.Error("Mode.UnmarshalText accepted the empty string")
-	}
 	var f LogFormat
 	if err := f.UnmarshalText([]byte("Text")); err != nil || f != LogFormatText {
 		t.Errorf("LogFormat.UnmarshalText(Text) = %q, %v", f, err)

@@ -11,26 +11,6 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-// Mode says what robotsgate does with a request robots.txt disallows.
-type Mode string
-
-const (
-	// ModeEnforce answers a disallowed request with 403 Forbidden.
-	ModeEnforce Mode = "enforce"
-	// ModeAudit logs the verdict and forwards the request anyway.
-	ModeAudit Mode = "audit"
-)
-
-// UnmarshalText accepts "enforce" or "audit" in any case.
-func (m *Mode) UnmarshalText(text []byte) error {
-	switch v := Mode(strings.ToLower(string(text))); v {
-	case ModeEnforce, ModeAudit:
-		*m = v
-		return nil
-	}
-	return fmt.Errorf("%q is not valid; use %q or %q", text, ModeEnforce, ModeAudit)
-}
-
 // LogFormat is the encoding of the operational log.
 type LogFormat string
 
@@ -74,26 +54,6 @@ func (s *RobotsAuthStatus) UnmarshalText(text []byte) error {
 	}
 	return fmt.Errorf("%q is not valid; use %q (RFC 9309: no restrictions) or %q (1996 draft: complete disallow)",
 		text, RobotsAuthAllow, RobotsAuthDisallow)
-}
-
-// AuditOnError is what robotsgate does while its audit log cannot be written.
-type AuditOnError string
-
-const (
-	// AuditRefuse answers 503 until the log can be written again.
-	AuditRefuse AuditOnError = "refuse"
-	// AuditContinue serves on without a working log.
-	AuditContinue AuditOnError = "continue"
-)
-
-// UnmarshalText accepts "refuse" or "continue" in any case.
-func (a *AuditOnError) UnmarshalText(text []byte) error {
-	switch v := AuditOnError(strings.ToLower(string(text))); v {
-	case AuditRefuse, AuditContinue:
-		*a = v
-		return nil
-	}
-	return fmt.Errorf("%q is not valid; use %q (answer 503 until the log can be written) or %q", text, AuditRefuse, AuditContinue)
 }
 
 // DestinationList is a set of address ranges, written as comma-separated

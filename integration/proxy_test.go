@@ -360,8 +360,8 @@ func TestUpstreamFailureIsA502(t *testing.T) {
 		hangsUp, gone := newOrigin(t, useTLS, pages), newOrigin(t, useTLS, pages)
 		scheme, _, _ := strings.Cut(gone.base(), ":")
 		cases = append(cases,
-			failure{name: scheme + " origin hangs up", o: hangsUp, reason: "the origin closed the connection"},
-			failure{name: scheme + " origin gone", o: gone, stop: true, reason: "the origin refused the connection"})
+			failure{name: scheme + " origin hangs up", o: hangsUp, reason: "connection closed early"},
+			failure{name: scheme + " origin gone", o: gone, stop: true, reason: "connection refused"})
 	}
 	origins := make([]*origin, len(cases))
 	for i, c := range cases {

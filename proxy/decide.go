@@ -12,6 +12,7 @@ import (
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
 	"robotsgate/robots"
+	"robotsgate/robots/fetch"
 )
 
 // decision is one request on its way through the proxy: its canonical
@@ -32,7 +33,7 @@ func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {
 	d := &decision{s: s, start: time.Now()}
 	d.rec = audit.Record{
 		Time: d.start, Client: r.RemoteAddr, Method: r.Method,
-		UserAgent: r.UserAgent(), Mode: string(s.opts.Mode), PathsChecked: true,
+		Decision: robots.Decision{UserAgent: r.UserAgent()}, Mode: string(s.opts.Mode), PathsChecked: true,
 	}
 	if tun != nil {
 		d.rec.Tunnel = tun.authority
@@ -154,7 +155,7 @@ func (d *decision) checkMaxForwards(r *http.Request) *page {
 		d.maxForwards = strconv.FormatUint(n-1, 10)
 		return nil
 	}
-	d.rec.Verdict = "allow"
+	d.rec.Verdict = robots.VerdictAllow
 	d.rec.Reason = "Max-Forwards: 0: answered by robotsgate"
 	d.rec.Status = http.StatusOK
 	d.finish()
@@ -165,27 +166,16 @@ func (d *decision) checkMaxForwards(r *http.Request) *page {
 	return tracePage(r)
 }
 
-func (d *decision) noteRobots(result *robots.FetchResult, info cache.Info) {
-	d.rec.Robots = result.Outcome.String()
+func (d *decision) noteRobots(result *fetch.Result, info cache.Info) {
+	d.rec.RobotsOutcome = result.Outcome.String()
 	d.rec.RobotsStatus = result.Status
 	d.rec.RobotsCache = info.Source.String()
 }
 
 func (d *decision) noteVerdict() {
-	v := d.verdict
-	d.rec.Verdict = "allow"
-	if !v.Allowed {
-		d.rec.Verdict = "disallow"
-	}
-	d.rec.Reason = v.Reason()
-	d.rec.Group = v.Group
-	if v.Rule != nil {
-		d.rec.Rule = v.Rule.Pattern
-		d.rec.RuleLine = v.Rule.Line
-	}
-	if v.Reading != nil {
-		d.rec.Reading = v.Reading.Path
-		d.rec.ReadingSteps = v.Reading.StepsString()
+	d.rec.SetVerdict(d.verdict)
+	if !d.verdict.Allowed {
+		d.rec.RobotsTxt = d.robotsURL()
 	}
 }
 
@@ -225,7 +215,7 @@ func deniedDestination(err error) *destination.DeniedError {
 // in every mode: it is a boundary, not a robots.txt verdict.
 func (d *decision) destinationPage(err error) *page {
 	why := err.Error() + " (ROBOTSGATE_DENY_DESTINATIONS); robotsgate does not connect there"
-	d.rec.Verdict = "disallow"
+	d.rec.Verdict = robots.VerdictDisallow
 	d.rec.Reason = why
 	d.rec.Status = http.StatusForbidden
 	d.rec.Forwarded = false
@@ -241,7 +231,7 @@ func (d *decision) finish() {
 		return
 	}
 	d.done = true
-	d.rec.Duration = float64(time.Since(d.start).Microseconds()) / 1000
+	d.rec.Duration = float64(time.Since(d.start)) / float64(time.Millisecond)
 	if err := d.s.opts.Audit.Write(&d.rec); err != nil && d.s.auditErrs.CompareAndSwap(false, true) {
 		d.s.log.Error("audit records are being dropped", "err", err)
 	}

@@ -1,18 +1,14 @@
 package proxy
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"robotsgate/proxy/netcause"
 	"strings"
 	"sync"
-	"syscall"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -323,38 +319,11 @@ func (p *bufferPool) Get() []byte {
 
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
-// upstreamProblem says in a few words why an origin could not be reached,
-// without internals.
+// upstreamProblem says in a few words why the exchange with an origin
+// failed, in the words robots.txt fetches use too.
 func upstreamProblem(err error) string {
-	var dnsErr *net.DNSError
-	var certErr *tls.CertificateVerificationError
-	var unknownAuthority x509.UnknownAuthorityError
-	var hostnameErr x509.HostnameError
-	var opErr *net.OpError
-	switch {
-	case errors.Is(err, errTooManyInterim):
-		return "the origin sent more than 16 interim (1xx) answers"
-	case errors.Is(err, context.Canceled):
-		return "the request was cancelled"
-	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		return "the origin did not answer in time"
-	case errors.As(err, &dnsErr):
-		return "the origin's host name does not resolve"
-	case errors.As(err, &certErr), errors.As(err, &unknownAuthority), errors.As(err, &hostnameErr):
-		return "the origin's TLS certificate is not trusted"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "the origin refused the connection"
-	case errors.As(err, &opErr) && opErr.Op == "dial":
-		return "the origin could not be reached"
-	case strings.Contains(err.Error(), "tls:"):
-		return "the TLS handshake with the origin failed"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "the origin closed the connection"
+	if errors.Is(err, errTooManyInterim) {
+		return "more than 16 interim (1xx) answers"
 	}
-	return "the request to the origin failed"
-}
-
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
+	return netcause.Of(err)
 }

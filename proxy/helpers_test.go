@@ -23,7 +23,7 @@ import (
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/mitm"
-	"robotsgate/robots"
+	"robotsgate/robots/fetch"
 )
 
 // testRobots is the robots.txt test origins serve unless told otherwise.
@@ -166,7 +166,7 @@ type testProxy struct {
 	addr    string
 	url     *url.URL
 	ca      *mitm.CA
-	rules   *cache.Cache[*robots.FetchResult]
+	rules   *cache.Cache[*fetch.Result]
 	auditW  *audit.Writer
 	auditTo *lockedBuffer
 	logs    *lockedBuffer
@@ -182,9 +182,9 @@ type testProxy struct {
 func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 	t.Helper()
 	p := &testProxy{t: t, logs: &lockedBuffer{}, served: make(chan error, 1)}
-	fetcher := robots.NewFetcher(robots.FetcherOptions{UserAgent: "robotsgate-test", RootCAs: cfg.roots, Timeout: testTimeout})
+	fetcher := fetch.New(fetch.Options{UserAgent: "robotsgate-test", RootCAs: cfg.roots, Timeout: testTimeout})
 	t.Cleanup(fetcher.Close)
-	rules, err := cache.New(cache.Options{}, RobotsLoader(fetcher, slog.New(slog.DiscardHandler)))
+	rules, err := cache.New(cache.Options{}, fetcher.Load)
 	if err != nil {
 		t.Fatal(err)
 	}

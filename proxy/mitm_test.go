@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"robotsgate/proxy/audit"
+	"robotsgate/robots"
 )
 
 // TestMITMJudgesEveryRequest checks interception end to end: the client
@@ -41,8 +42,17 @@ func TestMITMJudgesEveryRequest(t *testing.T) {
 
 	recs := p.records()
 	base := audit.Record{
-		Origin: o.URL, Tunnel: o.host(), UserAgent: curlUA, Token: "curl", Group: "curl", PathsChecked: true,
-		Robots: "ok", RobotsStatus: 200, Mode: "enforce",
+		Decision: robots.Decision{
+			UserAgent:     curlUA,
+			Token:         "curl",
+			Group:         "curl",
+			RobotsOutcome: "ok",
+			RobotsStatus:  200,
+		},
+		Origin:       o.URL,
+		Tunnel:       o.host(),
+		PathsChecked: true,
+		Mode:         "enforce",
 	}
 	allowed := base
 	allowed.Method, allowed.URL, allowed.Verdict, allowed.Reason = "GET", o.URL+"/page", "allow", "no matching rule"
@@ -152,17 +162,44 @@ func TestConnectWithoutMITM(t *testing.T) {
 		}
 	}
 	checkRecord(t, badbot, audit.Record{
-		Method: "CONNECT", URL: o.host(), Origin: o.URL, UserAgent: badbotUA, Token: "badbot",
-		Verdict: "disallow", Reason: "disallow: / (line 8)", Rule: "/", RuleLine: 8, Group: "badbot",
-		PathsChecked: false, Robots: "ok", RobotsStatus: 200, RobotsCache: "loaded", Mode: "enforce", Status: 403,
+		Decision: robots.Decision{
+			URL:           o.host(),
+			UserAgent:     badbotUA,
+			Token:         "badbot",
+			Verdict:       "disallow",
+			Reason:        "disallow: / (line 8)",
+			Rule:          "/",
+			RuleLine:      8,
+			Group:         "badbot",
+			RobotsOutcome: "ok",
+			RobotsStatus:  200,
+		},
+		Method:       "CONNECT",
+		Origin:       o.URL,
+		PathsChecked: false,
+		RobotsCache:  "loaded",
+		Mode:         "enforce",
+		Status:       403,
 	})
 	checkRecord(t, curl, audit.Record{
-		Method: "CONNECT", URL: o.host(), Origin: o.URL, UserAgent: curlUA, Token: "curl",
-		Verdict: "allow", Reason: "tunnel not intercepted: only the host was judged: no matching rule",
-		PathsChecked: false, Robots: "ok", RobotsStatus: 200, RobotsCache: "hit", Mode: "enforce",
-		Forwarded: true, Status: 200,
+		Decision: robots.Decision{
+			URL:           o.host(),
+			UserAgent:     curlUA,
+			Token:         "curl",
+			Verdict:       "allow",
+			Reason:        "tunnel not intercepted: only the host was judged: no matching rule",
+			RobotsOutcome: "ok",
+			RobotsStatus:  200,
+		},
+		Method:       "CONNECT",
+		Origin:       o.URL,
+		PathsChecked: false,
+		RobotsCache:  "hit",
+		Mode:         "enforce",
+		Forwarded:    true,
+		Status:       200,
 	})
-	if rec := recordFor(t, recs, "CONNECT", failing.host()); rec.Verdict != "disallow" || rec.Status != 403 || rec.Robots != "unreachable" {
+	if rec := recordFor(t, recs, "CONNECT", failing.host()); rec.Verdict != "disallow" || rec.Status != 403 || rec.RobotsOutcome != "unreachable" {
 		t.Errorf("record for the unreachable robots.txt: %+v", rec)
 	}
 	if len(recs) != 3 {

@@ -35,34 +35,13 @@ import (
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/mitm"
-	"robotsgate/robots"
-)
-
-// Mode says what a disallowed request gets.
-type Mode string
-
-const (
-	// ModeEnforce answers 403 and never contacts the origin.
-	ModeEnforce Mode = "enforce"
-	// ModeAudit records the verdict and forwards the request anyway.
-	ModeAudit Mode = "audit"
-)
-
-// AuditOnError says what happens while the audit log cannot be written.
-type AuditOnError string
-
-const (
-	// AuditRefuse answers 503 to every request until the log works again:
-	// nothing is fetched that is not recorded.
-	AuditRefuse AuditOnError = "refuse"
-	// AuditContinue keeps serving, and says so loudly in the log.
-	AuditContinue AuditOnError = "continue"
+	"robotsgate/robots/fetch"
 )
 
 // RulesCache gives the robots.txt of an origin, fetched once and kept
 // (package cache does this).
 type RulesCache interface {
-	Get(ctx context.Context, origin string) (*robots.FetchResult, cache.Info, error)
+	Get(ctx context.Context, origin string) (*fetch.Result, cache.Info, error)
 }
 
 // Options configure a Server. Rules and Audit are required.

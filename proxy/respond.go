@@ -70,43 +70,18 @@ func quoteHeader(s string) string {
 	return b.String()
 }
 
-// forbiddenJSON is the 403 body for clients that accept only JSON.
+// forbiddenJSON is the 403 body for clients that accept only JSON: the
+// decision in the words of the audit record and check -json.
 type forbiddenJSON struct {
-	Status     int       `json:"status"`
-	Decision   string    `json:"decision"`
-	URL        string    `json:"url"`
-	Token      string    `json:"token"`
-	UserAgent  string    `json:"user_agent"`
-	RobotsTxt  string    `json:"robots_txt"`
-	Reason     string    `json:"reason"`
-	Rule       *ruleJSON `json:"rule,omitempty"`
-	Group      string    `json:"group,omitempty"`
-	GroupLines []int     `json:"group_lines,omitempty"`
-	// Reading is the reading of the path that was disallowed, when it is
-	// not the path as sent; ReadingSteps say how an origin gets there.
-	Reading      string `json:"reading,omitempty"`
-	ReadingSteps string `json:"reading_steps,omitempty"`
-}
-
-type ruleJSON struct {
-	Directive string `json:"directive"`
-	Pattern   string `json:"pattern"`
-	Line      int    `json:"line"`
+	Status int `json:"status"`
+	robots.Decision
 }
 
 // forbiddenPage answers a disallowed request, in plain words or in JSON.
 func forbiddenPage(req *http.Request, d *decision) *page {
-	v := d.verdict
 	p := &page{status: http.StatusForbidden, header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}}
 	if wantsJSON(req.Header.Get("Accept")) {
-		out := forbiddenJSON{
-			Status: http.StatusForbidden, Decision: "disallow", URL: d.rec.URL, Token: d.rec.Token,
-			UserAgent: d.rec.UserAgent, RobotsTxt: d.robotsURL(), Reason: v.Reason(), Group: v.Group, GroupLines: v.GroupLines,
-			Reading: d.rec.Reading, ReadingSteps: d.rec.ReadingSteps,
-		}
-		if r := v.Rule; r != nil {
-			out.Rule = &ruleJSON{Directive: "disallow", Pattern: r.Pattern, Line: r.Line}
-		}
+		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.rec.Decision}
 		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
 		p.body = append(p.body, '\n')
 		p.header.Set("Content-Type", "application/json")

@@ -16,6 +16,7 @@ import (
 
 	"robotsgate/proxy/audit"
 	"robotsgate/robots"
+	"robotsgate/robots/fetch"
 )
 
 // tunnel is one CONNECT: where it leads and, once its first byte is seen,
@@ -129,7 +130,7 @@ func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 }
 
 // disallowsAll reports whether token may fetch nothing on the origin.
-func disallowsAll(result *robots.FetchResult, token string) (robots.Verdict, bool) {
+func disallowsAll(result *fetch.Result, token string) (robots.Verdict, bool) {
 	if v := result.Check(token, "/"); v.Cause == robots.CauseUnreachable {
 		return v, true
 	}
@@ -199,10 +200,12 @@ func (s *Server) serveTunnel(r *http.Request, conn net.Conn, tun *tunnel, blind 
 func (d *decision) carriesPlainHTTP(tun *tunnel) {
 	origin, _ := robots.OriginOf("http://" + tun.authority) // checked as host:port already
 	d.rec = audit.Record{
-		Time: d.rec.Time, Client: d.rec.Client, Method: d.rec.Method, URL: d.rec.URL,
-		Origin: origin, UserAgent: d.rec.UserAgent, Token: d.rec.Token,
-		Verdict: "allow", Reason: "the tunnel carries plain HTTP: each request in it is judged",
-		PathsChecked: true, Mode: d.rec.Mode, Forwarded: true, Status: http.StatusOK,
+		Time: d.rec.Time, Client: d.rec.Client, Method: d.rec.Method,
+		Decision: robots.Decision{
+			URL: d.rec.URL, UserAgent: d.rec.UserAgent, Token: d.rec.Token,
+			Verdict: robots.VerdictAllow, Reason: "the tunnel carries plain HTTP: each request in it is judged",
+		},
+		Origin: origin, PathsChecked: true, Mode: d.rec.Mode, Forwarded: true, Status: http.StatusOK,
 	}
 	d.finish()
 }

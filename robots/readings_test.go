@@ -75,17 +75,17 @@ func TestCheckReadingsReasonNamesSteps(t *testing.T) {
 
 // A robots.txt that could not be fetched allows only /robots.txt, which
 // no rewriting reaches from another path.
-func TestFetchResultCheckReadings(t *testing.T) {
-	unreachable := &FetchResult{Outcome: OutcomeUnreachable, Detail: "robots.txt 503"}
+func TestAnswerCheckReadings(t *testing.T) {
+	unreachable := &Answer{Outcome: OutcomeUnreachable, Detail: "robots.txt 503"}
 	if v := unreachable.CheckReadings("bot", "/robots.txt"); !v.Allowed {
 		t.Errorf("/robots.txt refused: %s", v.Reason())
 	}
 	if v := unreachable.CheckReadings("bot", "/x/../robots.txt"); v.Allowed {
 		t.Error("/x/../robots.txt allowed while robots.txt is unreachable")
 	}
-	ok := &FetchResult{Outcome: OutcomeOK, Robots: Parse([]byte(readingsRobots))}
+	ok := &Answer{Outcome: OutcomeOK, Robots: Parse([]byte(readingsRobots))}
 	if v := ok.CheckReadings("bot", "/a/../private/"); v.Allowed || v.Reading == nil {
-		t.Errorf("/a/../private/ through a FetchResult: %s", v.Reason())
+		t.Errorf("/a/../private/ through an Answer: %s", v.Reason())
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"robotsgate/robots"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,27 +25,17 @@ import (
 // Record is one decision. The JSON names are the audit log's public
 // format; README.md documents each field.
 type Record struct {
-	Time      time.Time `json:"time"`
-	Client    string    `json:"client"`           // the client's address
-	Method    string    `json:"method"`           // CONNECT for tunnels that were not intercepted
-	URL       string    `json:"url"`              // the full URL requested
-	Origin    string    `json:"origin,omitempty"` // whose robots.txt applies
-	Tunnel    string    `json:"tunnel,omitempty"` // the CONNECT target, for requests inside an intercepted tunnel
-	UserAgent string    `json:"user_agent"`
-	Token     string    `json:"token"` // the product token derived from the User-Agent; "" means only "*" groups apply
-
-	Verdict      string `json:"verdict"` // "allow", "disallow", or "error" when no verdict could be reached
-	Reason       string `json:"reason"`  // "disallow: /private/ (line 7)", "robots.txt 503: complete disallow", ...
-	Rule         string `json:"rule,omitempty"`
-	RuleLine     int    `json:"rule_line,omitempty"`
-	Group        string `json:"group,omitempty"`         // the user-agent group that applied, "*" for the global one
-	Reading      string `json:"reading,omitempty"`       // the reading of the path that was disallowed, when not the path as sent
-	ReadingSteps string `json:"reading_steps,omitempty"` // how the origin would get there: "%2F decoded, then dot segments removed"
-	PathsChecked bool   `json:"paths_checked"`           // false for a tunnel that was not intercepted: only the host was judged
-
-	Robots       string `json:"robots,omitempty"`        // robots.txt fetch outcome: ok, unavailable, unreachable
-	RobotsStatus int    `json:"robots_status,omitempty"` // its HTTP status, when there was one
-	RobotsCache  string `json:"robots_cache,omitempty"`  // hit, loaded, or stale (origin unreachable, last good copy obeyed)
+	Time   time.Time `json:"time"`
+	Client string    `json:"client"` // the client's address
+	Method string    `json:"method"` // CONNECT for tunnels that were not intercepted
+	// Decision holds the request (url: the full URL requested, user_agent,
+	// token) and the verdict in the words check -json and the 403 use
+	// too; verdict is "error" when no verdict could be reached.
+	robots.Decision
+	Origin       string `json:"origin,omitempty"`       // whose robots.txt applies
+	Tunnel       string `json:"tunnel,omitempty"`       // the CONNECT target, for requests inside an intercepted tunnel
+	PathsChecked bool   `json:"paths_checked"`          // false for a tunnel that was not intercepted: only the host was judged
+	RobotsCache  string `json:"robots_cache,omitempty"` // hit, loaded, or stale (origin unreachable, last good copy obeyed)
 
 	Mode      string  `json:"mode"`      // enforce or audit
 	Forwarded bool    `json:"forwarded"` // the request went to the origin

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"robotsgate/robots"
 	"slices"
 	"strings"
 	"sync"
@@ -103,24 +104,28 @@ func decodeLines(t *testing.T, s string) []map[string]any {
 
 func fullRecord() *Record {
 	return &Record{
-		Time:         time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC),
-		Client:       "127.0.0.1:5555",
-		Method:       "GET",
-		URL:          "https://example.com/private/x",
+		Time:   time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC),
+		Client: "127.0.0.1:5555",
+		Method: "GET",
+		Decision: robots.Decision{
+			URL:           "https://example.com/private/x",
+			UserAgent:     "Mozilla/5.0 (compatible; GPTBot/1.0)",
+			Token:         "GPTBot",
+			Verdict:       "disallow",
+			Reason:        "disallow: /private/ (line 7)",
+			Rule:          "/private/",
+			RuleLine:      7,
+			Group:         "gptbot",
+			GroupLines:    []int{3, 4},
+			Reading:       "/private/x",
+			ReadingSteps:  "dot segments removed",
+			RobotsTxt:     "https://example.com/robots.txt",
+			RobotsOutcome: "ok",
+			RobotsStatus:  200,
+		},
 		Origin:       "https://example.com",
 		Tunnel:       "example.com:443",
-		UserAgent:    "Mozilla/5.0 (compatible; GPTBot/1.0)",
-		Token:        "GPTBot",
-		Verdict:      "disallow",
-		Reason:       "disallow: /private/ (line 7)",
-		Rule:         "/private/",
-		RuleLine:     7,
-		Group:        "gptbot",
-		Reading:      "/private/x",
-		ReadingSteps: "dot segments removed",
 		PathsChecked: true,
-		Robots:       "ok",
-		RobotsStatus: 200,
 		RobotsCache:  "hit",
 		Mode:         "audit",
 		Forwarded:    true,
@@ -128,7 +133,7 @@ func fullRecord() *Record {
 		Upstream:     200,
 		Bytes:        1234,
 		Duration:     1.5,
-		Error:        "reading the response body: the origin closed the connection",
+		Error:        "reading the response body: connection closed early",
 	}
 }
 
@@ -140,7 +145,8 @@ func TestRecordFieldNames(t *testing.T) {
 		"paths_checked", "mode", "forwarded", "status", "bytes", "duration_ms",
 	}
 	optional := []string{
-		"origin", "tunnel", "rule", "rule_line", "group", "reading", "reading_steps", "robots", "robots_status",
+		"origin", "tunnel", "rule", "rule_line", "group", "group_lines", "reading", "reading_steps",
+		"robots_txt", "robots_outcome", "robots_status",
 		"robots_cache", "upstream_status", "error",
 	}
 
@@ -149,7 +155,7 @@ func TestRecordFieldNames(t *testing.T) {
 	if err := w.Write(fullRecord()); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(&Record{Method: "CONNECT", URL: "example.com:443", Verdict: "allow", Mode: "enforce"}); err != nil {
+	if err := w.Write(&Record{Method: "CONNECT", Decision: robots.Decision{URL: "example.com:443", Verdict: "allow"}, Mode: "enforce"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
@@ -176,9 +182,9 @@ func TestRecordFieldNames(t *testing.T) {
 		"user_agent": "Mozilla/5.0 (compatible; GPTBot/1.0)", "token": "GPTBot", "verdict": "disallow",
 		"reason": "disallow: /private/ (line 7)", "rule": "/private/", "rule_line": 7.0, "group": "gptbot",
 		"reading": "/private/x", "reading_steps": "dot segments removed",
-		"paths_checked": true, "robots": "ok", "robots_status": 200.0, "robots_cache": "hit", "mode": "audit",
+		"paths_checked": true, "robots_txt": "https://example.com/robots.txt", "robots_outcome": "ok", "robots_status": 200.0, "robots_cache": "hit", "mode": "audit",
 		"forwarded": true, "status": 200.0, "upstream_status": 200.0, "bytes": 1234.0, "duration_ms": 1.5,
-		"error": "reading the response body: the origin closed the connection",
+		"error": "reading the response body: connection closed early",
 	}
 	for k, v := range values {
 		if recs[0][k] != v {
@@ -199,7 +205,7 @@ func TestConcurrentWritersWholeLines(t *testing.T) {
 	for g := range writers {
 		wg.Go(func() {
 			for i := range perWriter {
-				rec := &Record{Method: "GET", URL: fmt.Sprintf("http://h/%d/%d", g, i), UserAgent: padding, Verdict: "allow"}
+				rec := &Record{Method: "GET", Decision: robots.Decision{URL: fmt.Sprintf("http://h/%d/%d", g, i), UserAgent: padding, Verdict: "allow"}}
 				if err := w.Write(rec); err != nil {
 					t.Error(err)
 					return
@@ -236,7 +242,7 @@ func TestCloseFlushesAndIsIdempotent(t *testing.T) {
 	var closer countingCloser
 	w := NewWriter(&buf, &closer, Options{})
 	for i := range 3 {
-		if err := w.Write(&Record{URL: fmt.Sprint(i)}); err != nil {
+		if err := w.Write(&Record{Decision: robots.Decision{URL: fmt.Sprint(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -252,7 +258,7 @@ func TestCloseFlushesAndIsIdempotent(t *testing.T) {
 	if n := closer.count(); n != 1 {
 		t.Errorf("the file was closed %d times, want once", n)
 	}
-	err := w.Write(&Record{URL: "late"})
+	err := w.Write(&Record{Decision: robots.Decision{URL: "late"}})
 	if err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("Write after Close = %v, want an error saying the log is closed", err)
 	}
@@ -268,7 +274,7 @@ func TestFlushIntervalWithoutClose(t *testing.T) {
 		var buf lockedBuffer
 		w := NewWriter(&buf, nil, Options{})
 		defer w.Close()
-		if err := w.Write(&Record{URL: "http://h/first"}); err != nil {
+		if err := w.Write(&Record{Decision: robots.Decision{URL: "http://h/first"}}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(FlushInterval - time.Millisecond)
@@ -283,7 +289,7 @@ func TestFlushIntervalWithoutClose(t *testing.T) {
 		}
 
 		// The loop keeps going: a later record is flushed by a later tick.
-		if err := w.Write(&Record{URL: "http://h/second"}); err != nil {
+		if err := w.Write(&Record{Decision: robots.Decision{URL: "http://h/second"}}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(FlushInterval)
@@ -340,7 +346,7 @@ func TestFailingLogRecovers(t *testing.T) {
 			OnRecovery: func() { recoveries.Add(1) },
 		})
 		defer w.Close()
-		if err := w.Write(&Record{URL: "r0"}); err != nil {
+		if err := w.Write(&Record{Decision: robots.Decision{URL: "r0"}}); err != nil {
 			t.Fatal(err)
 		}
 		if !w.Healthy() {
@@ -352,7 +358,7 @@ func TestFailingLogRecovers(t *testing.T) {
 			t.Fatal("healthy after a failed write")
 		}
 		for i := 1; i <= 5; i++ {
-			if err := w.Write(&Record{URL: fmt.Sprintf("r%d", i)}); err != nil {
+			if err := w.Write(&Record{Decision: robots.Decision{URL: fmt.Sprintf("r%d", i)}}); err != nil {
 				t.Fatalf("Write while the log fails = %v, want the record kept", err)
 			}
 		}
@@ -396,7 +402,7 @@ func TestFailingLogIsBounded(t *testing.T) {
 		pad := strings.Repeat("p", 900)
 		var dropped int
 		for range 20 {
-			if err := w.Write(&Record{UserAgent: pad}); errors.Is(err, ErrDropped) {
+			if err := w.Write(&Record{Decision: robots.Decision{UserAgent: pad}}); errors.Is(err, ErrDropped) {
 				dropped++
 			} else if err != nil {
 				t.Fatal(err)
@@ -435,7 +441,7 @@ func TestOpenFileAppendsWithMode0640(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(&Record{URL: "one"}); err != nil {
+	if err := w.Write(&Record{Decision: robots.Decision{URL: "one"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
@@ -454,7 +460,7 @@ func TestOpenFileAppendsWithMode0640(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(&Record{URL: "two"}); err != nil {
+	if err := w.Write(&Record{Decision: robots.Decision{URL: "two"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
@@ -508,7 +514,7 @@ func TestOpenStdout(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := w.Write(&Record{URL: "to-stdout"}); err != nil {
+			if err := w.Write(&Record{Decision: robots.Decision{URL: "to-stdout"}}); err != nil {
 				t.Fatal(err)
 			}
 			if err := w.Close(); err != nil {

@@ -1,18 +1,20 @@
-package checkcmd
+package check
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"robotsgate/robots"
+	"robotsgate/robots/fetch"
 	"strings"
 	"testing"
 	"time"
-
-	"robotsgate/robots"
 )
 
 const robotsTxt = `User-agent: *
@@ -75,22 +77,81 @@ func TestCheckFile(t *testing.T) {
 }
 
 func TestCheckJSON(t *testing.T) {
-	code, out, _ := run(t, "", nil, "-json", "-user-agent", "ExampleBot", "-robots", robotsFile(t), "https://example.com/private/a")
+	file := robotsFile(t)
+	code, out, _ := run(t, "", nil, "-json", "-user-agent", "ExampleBot", "-robots", file, "https://example.com/private/a")
 	if code != ExitDisallowed {
 		t.Fatalf("exit %d, want %d", code, ExitDisallowed)
 	}
-	var got verdictJSON
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("output %q is not one JSON object: %v", out, err)
+	var got robots.Decision
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("output %q is not one JSON decision: %v", out, err)
 	}
-	want := verdictJSON{URL: "https://example.com/private/a", Token: "ExampleBot", Allowed: false, Verdict: "disallowed",
-		Reason: "disallow: /private/ (line 2)", Rule: &ruleJSON{Directive: "disallow", Pattern: "/private/", Line: 2},
-		Group: "*", GroupLines: []int{1}}
-	got.Robots = "" // the temporary file's name
-	gotJSON, _ := json.Marshal(got)
-	wantJSON, _ := json.Marshal(want)
-	if !bytes.Equal(gotJSON, wantJSON) {
-		t.Errorf("got %s\nwant %s", gotJSON, wantJSON)
+	want := robots.Decision{URL: "https://example.com/private/a", UserAgent: "ExampleBot", Token: "ExampleBot",
+		Verdict: "disallow", Reason: "disallow: /private/ (line 2)", Rule: "/private/", RuleLine: 2,
+		Group: "*", GroupLines: []int{1}, RobotsTxt: file}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestCheckInterrupted: when the context ends while a robots.txt is being
+// fetched, nothing false is printed for that URL or any after it, and the
+// exit status is 130.
+func TestCheckInterrupted(t *testing.T) {
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, robotsTxt)
+	}))
+	defer ok.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hangs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cancel() // the operator presses Ctrl-C while this fetch is under way
+		<-r.Context().Done()
+	}))
+	defer hangs.Close()
+	fetcher := fetch.New(fetch.Options{Timeout: 5 * time.Second})
+	defer fetcher.Close()
+
+	for _, viaStdin := range []bool{false, true} {
+		ctx, cancel = context.WithCancel(context.Background())
+		urls := []string{ok.URL + "/private/x", hangs.URL + "/", ok.URL + "/public"}
+		var out, errOut bytes.Buffer
+		env := Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Fetcher: fetcher}
+		args := append([]string{"-user-agent", "ExampleBot"}, urls...)
+		if viaStdin {
+			env.Stdin, args = strings.NewReader(strings.Join(urls, "\n")), args[:2]
+		}
+		code := Run(ctx, args, env)
+		want := "disallowed\tExampleBot\t" + ok.URL + "/private/x\tdisallow: /private/ (line 2)\n"
+		if code != ExitInterrupted || out.String() != want || !strings.Contains(errOut.String(), "interrupted after 1 URLs") {
+			t.Errorf("stdin %v: exit %d, output %q, stderr %q; want exit 130, only %q", viaStdin, code, out.String(), errOut.String(), want)
+		}
+		cancel()
+	}
+}
+
+// TestCheckInterruptedWaitingForInput: an interrupt while standard input
+// sends nothing ends the command at once.
+func TestCheckInterruptedWaitingForInput(t *testing.T) {
+	stdin, writer := io.Pipe()
+	defer writer.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var out, errOut bytes.Buffer
+	go func() {
+		done <- Run(ctx, []string{"-user-agent", "x", "-robots", robotsFile(t)}, Env{Stdin: stdin, Stdout: &out, Stderr: &errOut})
+	}()
+	io.WriteString(writer, "/private/x\n")
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitInterrupted {
+			t.Errorf("exit %d, want %d; stderr %q", code, ExitInterrupted, errOut.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("check kept waiting for standard input after the interrupt")
 	}
 }
 
@@ -109,7 +170,7 @@ func TestCheckUsageErrors(t *testing.T) {
 		{"ftp URL", []string{"-user-agent", "x", "ftp://example.com/"}, `"ftp://example.com/"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fetcher := robots.NewFetcher(robots.FetcherOptions{Timeout: time.Second})
+			fetcher := fetch.New(fetch.Options{Timeout: time.Second})
 			defer fetcher.Close()
 			code, _, errOut := run(t, "", fetcher, c.args...)
 			if code != ExitUsage || !strings.Contains(errOut, c.message) {
@@ -135,7 +196,7 @@ func TestCheckLive(t *testing.T) {
 	missing := httptest.NewServer(http.NotFoundHandler())
 	defer missing.Close()
 
-	fetcher := robots.NewFetcher(robots.FetcherOptions{Timeout: 5 * time.Second})
+	fetcher := fetch.New(fetch.Options{Timeout: 5 * time.Second})
 	defer fetcher.Close()
 	code, out, errOut := run(t, "", fetcher, "-user-agent", "ExampleBot",
 		ok.URL+"/", ok.URL+"/private/x", down.URL+"/", missing.URL+"/private/x")

@@ -1,7 +1,7 @@
-// Package checkcmd is the "robotsgate check" command: it tells site owners,
+// Package check is the "robotsgate check" command: it tells site owners,
 // crawler authors and tests whether a crawler may fetch URLs, and why,
 // from a robots.txt file or each origin's live robots.txt.
-package checkcmd
+package check
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"robotsgate/robots"
+	"robotsgate/robots/fetch"
 )
 
 // Exit statuses.
@@ -22,11 +23,14 @@ const (
 	ExitAllowed    = 0 // every URL is allowed
 	ExitDisallowed = 1 // at least one URL is disallowed
 	ExitUsage      = 2 // a usage or input error; the message names it
+	// ExitInterrupted: the context ended (Ctrl-C) before every URL was
+	// judged; what was printed is true, the rest was not judged.
+	ExitInterrupted = 130
 )
 
-// Fetcher fetches an origin's robots.txt; *robots.Fetcher is one.
+// Fetcher fetches an origin's robots.txt; *fetch.Fetcher is one.
 type Fetcher interface {
-	Fetch(ctx context.Context, origin string) *robots.FetchResult
+	Fetch(ctx context.Context, origin string) *fetch.Result
 }
 
 // Env is what the command reads and writes.
@@ -46,7 +50,12 @@ paths); otherwise each origin's robots.txt is fetched once.
 
 Output: one line per URL, tab-separated: allowed or disallowed, the product
 token ("*" when the User-Agent has none), the URL, the reason.
-Exit status: 0 all allowed, 1 any disallowed, 2 usage or input error.
+With -json, one object per URL instead, in the words of the audit log
+and of the proxy's JSON 403: url, user_agent, token, verdict (allow or
+disallow), reason, rule, rule_line, group, group_lines, robots_txt,
+robots_outcome, robots_status.
+Exit status: 0 all allowed, 1 any disallowed, 2 usage or input error,
+130 interrupted (nothing is printed for the URLs not judged).
 
 Flags:
 `
@@ -73,7 +82,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintln(env.Stderr, "robotsgate check: -user-agent is required (a product token such as GPTBot, or a whole User-Agent header)")
 		return ExitUsage
 	}
-	c := &checker{env: env, token: robots.ProductToken(*userAgent), json: *asJSON, fetched: make(map[string]*robots.FetchResult)}
+	c := &checker{env: env, token: robots.ProductToken(*userAgent), json: *asJSON, fetched: make(map[string]*fetch.Result)}
 	if *robotsFile != "" {
 		body, err := os.ReadFile(*robotsFile)
 		if err != nil {
@@ -86,28 +95,24 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return ExitUsage
 	}
 
+	c.userAgent = *userAgent
 	if urls := flags.Args(); len(urls) > 0 {
 		for _, u := range urls {
-			c.check(ctx, u)
-		}
-	} else {
-		lines := bufio.NewScanner(env.Stdin)
-		lines.Buffer(make([]byte, 64<<10), 1<<20)
-		for lines.Scan() {
-			if u := strings.TrimSpace(lines.Text()); u != "" && !strings.HasPrefix(u, "#") {
-				c.check(ctx, u)
+			if !c.check(ctx, u) {
+				break
 			}
 		}
-		if err := lines.Err(); err != nil {
-			fmt.Fprintf(env.Stderr, "robotsgate check: reading URLs from standard input: %v\n", err)
-			c.inputErrors++
-		}
-		if c.checked == 0 && c.inputErrors == 0 {
+	} else {
+		c.checkLines(ctx, env.Stdin)
+		if c.checked == 0 && c.inputErrors == 0 && ctx.Err() == nil {
 			fmt.Fprintln(env.Stderr, "robotsgate check: no URL given, in the arguments or on standard input")
 			return ExitUsage
 		}
 	}
 	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintf(env.Stderr, "robotsgate check: interrupted after %d URLs; the rest were not judged\n", c.checked)
+		return ExitInterrupted
 	case c.inputErrors > 0:
 		return ExitUsage
 	case c.disallowed > 0:
@@ -116,81 +121,107 @@ func Run(ctx context.Context, args []string, env Env) int {
 	return ExitAllowed
 }
 
+// checkLines judges the URLs read from r, one per line, until its end or
+// until ctx ends: reading goes on in a goroutine of its own, so that an
+// interrupt is not left waiting on a terminal that sends nothing.
+func (c *checker) checkLines(ctx context.Context, r io.Reader) {
+	lines := make(chan string)
+	readErr := make(chan error, 1) // sent once, before lines closes
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				readErr <- nil
+				return
+			}
+		}
+		readErr <- sc.Err()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case line, ok := <-lines:
+			if !ok {
+				if err := <-readErr; err != nil {
+					fmt.Fprintf(c.env.Stderr, "robotsgate check: reading URLs from standard input: %v\n", err)
+					c.inputErrors++
+				}
+				return
+			}
+			if u := strings.TrimSpace(line); u != "" && !strings.HasPrefix(u, "#") && !c.check(ctx, u) {
+				return
+			}
+		}
+	}
+}
+
 type checker struct {
-	env      Env
-	token    string
-	json     bool
-	file     *robots.Robots
-	fileName string
-	fetched  map[string]*robots.FetchResult // by origin: each is fetched once
+	env       Env
+	userAgent string
+	token     string
+	json      bool
+	file      *robots.Robots
+	fileName  string
+	fetched   map[string]*fetch.Result // by origin: each is fetched once
 
 	checked, disallowed, inputErrors int
 }
 
-// verdictJSON is one line of -json output.
-type verdictJSON struct {
-	URL        string    `json:"url"`
-	Token      string    `json:"token"`
-	Allowed    bool      `json:"allowed"`
-	Verdict    string    `json:"verdict"`
-	Reason     string    `json:"reason"`
-	Rule       *ruleJSON `json:"rule,omitempty"`
-	Group      string    `json:"group,omitempty"`
-	GroupLines []int     `json:"group_lines,omitempty"`
-	Robots     string    `json:"robots"`                   // the file, or the robots.txt URL fetched
-	Outcome    string    `json:"robots_outcome,omitempty"` // for a fetched robots.txt: ok, unavailable, unreachable
-	Status     int       `json:"robots_status,omitempty"`
-}
-
-type ruleJSON struct {
-	Directive string `json:"directive"`
-	Pattern   string `json:"pattern"`
-	Line      int    `json:"line"`
-}
-
-func (c *checker) check(ctx context.Context, rawURL string) {
-	out := verdictJSON{URL: rawURL, Token: c.token}
+// check judges one URL and prints the verdict. It returns false, having
+// printed nothing, when ctx ended before the verdict was reached: a fetch
+// cut short by an interrupt says nothing about the origin.
+func (c *checker) check(ctx context.Context, rawURL string) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	out := robots.Decision{URL: rawURL, UserAgent: c.userAgent, Token: c.token}
 	var v robots.Verdict
 	path := robots.PathAndQuery(rawURL)
 	if c.file != nil {
-		out.Robots = c.fileName
+		out.RobotsTxt = c.fileName
 		v = c.file.Check(c.token, path)
 	} else {
 		origin, err := robots.OriginOf(rawURL)
 		if err != nil {
 			fmt.Fprintf(c.env.Stderr, "robotsgate check: %q: %v (a URL with an http or https scheme and a host is needed to fetch its robots.txt)\n", rawURL, err)
 			c.inputErrors++
-			return
+			return true
 		}
 		result := c.fetched[origin]
 		if result == nil {
 			result = c.env.Fetcher.Fetch(ctx, origin)
+			if ctx.Err() != nil {
+				return false
+			}
 			c.fetched[origin] = result
 		}
-		out.Robots, out.Outcome, out.Status = origin+"/robots.txt", result.Outcome.String(), result.Status
+		out.RobotsTxt, out.RobotsOutcome, out.RobotsStatus = origin+"/robots.txt", result.Outcome.String(), result.Status
 		v = result.Check(c.token, path)
 	}
 	c.checked++
-	out.Allowed, out.Reason, out.Group, out.GroupLines = v.Allowed, v.Reason(), v.Group, v.GroupLines
-	out.Verdict = "allowed"
+	out.SetVerdict(v)
 	if !v.Allowed {
-		out.Verdict = "disallowed"
 		c.disallowed++
-	}
-	if r := v.Rule; r != nil {
-		out.Rule = &ruleJSON{Directive: "disallow", Pattern: r.Pattern, Line: r.Line}
-		if r.Allow {
-			out.Rule.Directive = "allow"
-		}
 	}
 	if c.json {
 		line, _ := json.Marshal(out) // strings, ints and bools only: cannot fail
 		fmt.Fprintf(c.env.Stdout, "%s\n", line)
-		return
+		return true
+	}
+	// The text columns predate the JSON words and are kept as they are.
+	verdict := "allowed"
+	if !v.Allowed {
+		verdict = "disallowed"
 	}
 	token := c.token
 	if token == "" {
 		token = "*"
 	}
-	fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\n", out.Verdict, token, rawURL, out.Reason)
+	fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\n", verdict, token, rawURL, out.Reason)
+	return true
 }

@@ -1,0 +1,488 @@
+// Package fetch gets robots.txt files from origins, as RFC 9309 §2.3 asks:
+// GET /robots.txt with robotsgate's own identity and nothing of the
+// crawler's, redirects followed up to a bound, every step bounded in time
+// and bytes, the answer's freshness headers read as a shared cache reads
+// them, and every way it can go wrong turned into an outcome that
+// [robots.Answer] judges by. It is the only package that reads robots.txt
+// from the network; the robots package itself does no I/O.
+package fetch
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"robotsgate/proxy/netcause"
+	"robotsgate/robots"
+)
+
+// Defaults of [Options].
+const (
+	DefaultTimeout        = 5 * time.Second
+	DefaultConnectTimeout = 3 * time.Second
+	// MaxRedirects is how many consecutive redirects a fetch follows, the
+	// minimum RFC 9309 §2.3.1.2 asks for; past it robots.txt is
+	// unavailable.
+	MaxRedirects = 5
+	// maxHeaderBytes bounds an origin's response headers.
+	maxHeaderBytes = 64 << 10
+	// drainBytes is the most of an unused body read so that its
+	// connection can carry the next request (a redirect to the same host).
+	drainBytes = 4 << 10
+	// acceptHeader asks for what RFC 9309 §2.3 says robots.txt is, and
+	// takes anything else rather than a 406.
+	acceptHeader = "text/plain, */*;q=0.1"
+	// projectURL is where site owners learn what robotsgate is.
+	projectURL = "https://github.com/robotsgate/robotsgate#for-site-owners"
+)
+
+// Errors a [Result] wraps when redirects decided its outcome.
+var (
+	// ErrTooManyRedirects: robots.txt was not reached within
+	// MaxRedirects redirects (unavailable, RFC 9309 §2.3.1.2).
+	ErrTooManyRedirects = errors.New("too many redirects (more than 5)")
+	// ErrRedirectLoop: a redirect led back to a URL already fetched
+	// (unavailable, like too many redirects: it never ends).
+	ErrRedirectLoop = errors.New("redirect loop")
+	// ErrBadRedirect: a redirect without a Location, or to a URL that is
+	// not http or https (unreachable).
+	ErrBadRedirect = errors.New("unusable redirect")
+)
+
+// StatusError is Result.Err when the origin answered robots.txt with
+// a status that decided the outcome: 4xx, 5xx and any other non-2xx that
+// is not a redirect followed.
+type StatusError struct {
+	URL  string
+	Code int
+}
+
+func (e *StatusError) Error() string {
+	msg := "GET " + e.URL + ": " + strconv.Itoa(e.Code)
+	if text := http.StatusText(e.Code); text != "" {
+		msg += " " + text
+	}
+	return msg
+}
+
+// DefaultUserAgent is the User-Agent robotsgate fetches robots.txt
+// with: "robotsgate/<version> (+<project URL>)", the version reduced to
+// the characters a product version may hold ("(devel)" gives "devel");
+// without one, "robotsgate (+<project URL>)".
+func DefaultUserAgent(version string) string {
+	v := strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune(".-_+~", r) {
+			return r
+		}
+		return -1
+	}, version)
+	if v == "" {
+		return "robotsgate (+" + projectURL + ")"
+	}
+	return "robotsgate/" + v + " (+" + projectURL + ")"
+}
+
+// Options configures a [Fetcher]. The zero value is usable.
+type Options struct {
+	// UserAgent identifies the fetches. Empty means
+	// DefaultUserAgent(""); control characters are dropped.
+	UserAgent string
+	// Timeout bounds one fetch from start to end: connecting, every
+	// redirect and reading the body. Zero or less means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// ConnectTimeout bounds each connection and each TLS handshake. Zero
+	// or less means DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// MaxBytes is the parse limit (see [robots.Parser]): at most
+	// MaxBytes+1 bytes of a body are read, the extra byte to notice a
+	// longer one. Zero or less means robots.DefaultMaxBytes.
+	MaxBytes int
+	// AuthDisallow makes 401 and 403 mean complete disallow, as the 1996
+	// draft recommended, instead of RFC 9309's "unavailable" (see
+	// [robots.OutcomeOfStatus]).
+	AuthDisallow bool
+	// RootCAs verifies origins' certificates; nil means the system roots.
+	RootCAs *x509.CertPool
+	// DialControl, when set, is called with each resolved address before
+	// connecting (see net.Dialer.ControlContext); an error refuses the
+	// connection. The proxy's destination policy comes in here.
+	DialControl func(ctx context.Context, network, address string, c syscall.RawConn) error
+	// MaxConcurrent bounds the fetches under way at once; a fetch that
+	// finds no room within its Timeout ends unreachable. Zero or less means
+	// DefaultMaxConcurrent.
+	MaxConcurrent int
+	// Logger receives a debug record per fetch made by [Fetcher.Load]; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// DefaultMaxConcurrent is how many fetches a Fetcher runs at once unless
+// told otherwise: enough for any real crawl, few enough that a client
+// naming endless origins cannot make it hold endless connections.
+const DefaultMaxConcurrent = 256
+
+// Fetcher fetches robots.txt files. It is safe for concurrent use; Close
+// releases its idle connections.
+type Fetcher struct {
+	opts      Options       // as New filled them in
+	slots     chan struct{} // one per fetch under way
+	transport *http.Transport
+	dialer    net.Dialer
+	parser    robots.Parser
+}
+
+// NewFetcher returns a Fetcher with its own connections: it never goes
+// through the process's HTTP_PROXY, keeps no cookies and bounds every
+// step of a fetch.
+func New(opts Options) *Fetcher {
+	opts.UserAgent = strings.Map(dropControl, opts.UserAgent)
+	if opts.UserAgent == "" {
+		opts.UserAgent = DefaultUserAgent("")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = robots.DefaultMaxBytes
+	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &Fetcher{
+		opts:   opts,
+		slots:  make(chan struct{}, opts.MaxConcurrent),
+		parser: robots.Parser{MaxBytes: opts.MaxBytes},
+	}
+	connect := opts.ConnectTimeout
+	f.dialer = net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second, ControlContext: opts.DialControl}
+	f.transport = &http.Transport{
+		Proxy:                  nil, // from the origin itself: robotsgate may well be HTTP_PROXY
+		DialContext:            f.dial,
+		TLSClientConfig:        &tls.Config{RootCAs: opts.RootCAs},
+		TLSHandshakeTimeout:    connect,
+		ResponseHeaderTimeout:  opts.Timeout,
+		MaxResponseHeaderBytes: maxHeaderBytes,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           64,
+		MaxIdleConnsPerHost:    2,
+		IdleConnTimeout:        30 * time.Second,
+	}
+	return f
+}
+
+func dropControl(r rune) rune {
+	if r < ' ' || r == 0x7F {
+		return -1
+	}
+	return r
+}
+
+// Options returns the options the Fetcher works with: those given to
+// [New], every default filled in.
+func (f *Fetcher) Options() Options { return f.opts }
+
+// Close releases the Fetcher's idle connections. Fetches may still run
+// afterwards; they open new ones.
+func (f *Fetcher) Close() { f.transport.CloseIdleConnections() }
+
+// dial refuses names under ".invalid" at once, as RFC 6761 §6.4 asks of
+// name resolution libraries (Go's asks the resolver), then dials.
+func (f *Fetcher) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		name := strings.ToLower(strings.TrimSuffix(host, "."))
+		if name == "invalid" || strings.HasSuffix(name, ".invalid") {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{
+				Err: "no such host", Name: host, IsNotFound: true,
+			}}
+		}
+	}
+	return f.dialer.DialContext(ctx, network, addr)
+}
+
+// Result is one robots.txt fetch: how it went, what the origin asked
+// of caches and, when it succeeded, the rules. It is immutable once
+// returned and safe for concurrent use.
+type Result struct {
+	// Answer is the outcome, in RFC 9309's terms, with the rules when it
+	// is OK; its Check and CheckReadings judge paths.
+	robots.Answer
+	// Origin is the canonical origin the rules apply to (see
+	// [robots.OriginOf]), whatever the redirects.
+	Origin string
+	// Status is the status of the last answer, 0 when there was none.
+	Status int
+	// Redirects is how many redirects were followed.
+	Redirects int
+	// FinalURL is the last URL requested.
+	FinalURL string
+	// Bytes is how many body bytes were read: at most the parse limit
+	// plus one.
+	Bytes int
+	// Truncated reports a body longer than the parse limit.
+	Truncated bool
+	// Duration is how long the fetch took, redirects and parsing
+	// included.
+	Duration time.Duration
+	// Err says why the outcome is not OK: a *StatusError, one of the
+	// redirect errors, or the network error, each with the URL.
+	Err error
+	// FetchedAt is when the fetch ended.
+	FetchedAt time.Time
+	// Freshness is what the last answer asked of caches.
+	Freshness Freshness
+}
+
+// RetainedBytes estimates the memory r keeps alive, parsed rules
+// included, for charging it against a cache budget.
+func (r *Result) RetainedBytes() int64 {
+	if r == nil {
+		return 0
+	}
+	n := int64(unsafe.Sizeof(*r)) + int64(len(r.Origin)+len(r.FinalURL)) + r.Answer.RetainedBytes()
+	if r.Err != nil {
+		// A wrapped error is a few small structs and the strings of its
+		// message.
+		n += 128 + 2*int64(len(r.Err.Error()))
+	}
+	return n
+}
+
+// Fetch fetches origin's robots.txt and parses it. origin is an http or
+// https origin (any URL of it will do; see [robots.OriginOf]). Fetch never
+// fails: every way a fetch can go wrong is an outcome, described by Err
+// and Detail. It ends within the Timeout, or sooner when ctx ends.
+func (f *Fetcher) Fetch(ctx context.Context, origin string) *Result {
+	start := time.Now()
+	res := &Result{Origin: origin}
+	if canonical, err := robots.OriginOf(origin); err != nil {
+		res.fail(robots.OutcomeUnreachable, "robots.txt: invalid origin", fmt.Errorf("robots.txt fetch: %w", err))
+	} else {
+		res.Origin = canonical
+		ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
+		if f.takeSlot(ctx) {
+			f.fetch(ctx, res)
+			<-f.slots
+		} else if err := ctx.Err(); errors.Is(err, context.Canceled) {
+			res.failNetwork(fmt.Errorf("robots.txt fetch of %s: %w", canonical, err))
+		} else {
+			res.fail(robots.OutcomeUnreachable, "robots.txt unreachable: too many fetches under way",
+				fmt.Errorf("robots.txt fetch of %s: no room among %d fetches under way: %w", canonical, cap(f.slots), err))
+		}
+		cancel()
+	}
+	res.FetchedAt = time.Now()
+	res.Duration = res.FetchedAt.Sub(start)
+	return res
+}
+
+// takeSlot waits for room among the fetches under way until ctx ends; a
+// free slot is taken even when ctx has ended, so the fetch reports why.
+func (f *Fetcher) takeSlot(ctx context.Context) bool {
+	select {
+	case f.slots <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case f.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (r *Result) fail(outcome robots.Outcome, detail string, err error) {
+	r.Outcome, r.Detail, r.Err = outcome, detail, err
+}
+
+// failNetwork records an error that left no usable answer.
+func (r *Result) failNetwork(err error) {
+	r.fail(robots.OutcomeUnreachable, "robots.txt unreachable: "+netcause.Of(err), err)
+}
+
+// fetch requests robots.txt of res.Origin, canonical by now, and follows
+// redirects until an answer decides the outcome.
+func (f *Fetcher) fetch(ctx context.Context, res *Result) {
+	scheme, host, _ := strings.Cut(res.Origin, "://")
+	target := &url.URL{Scheme: scheme, Host: host, Path: "/robots.txt"}
+	seen := make([]string, 0, MaxRedirects+1)
+	for {
+		res.FinalURL = target.String()
+		seen = append(seen, redirectKey(target))
+		resp, err := f.get(ctx, target)
+		if err != nil {
+			res.failNetwork(fmt.Errorf("fetch %s: %w", res.FinalURL, err))
+			return
+		}
+		res.Status = resp.StatusCode
+		res.Freshness = freshnessOf(resp.Header, time.Now())
+		code := resp.StatusCode
+		if 200 <= code && code <= 299 {
+			f.readRules(resp, res)
+			resp.Body.Close()
+			return
+		}
+		drain(resp)
+		if !isRedirect(code) {
+			f.judgeStatus(res)
+			return
+		}
+		next, err := redirectTarget(target, resp.Header.Get("Location"))
+		switch {
+		case err != nil && next == nil:
+			res.fail(robots.OutcomeUnreachable, "robots.txt "+strconv.Itoa(code)+" without a usable Location",
+				fmt.Errorf("%s answered %d: %w: %w", res.FinalURL, code, ErrBadRedirect, err))
+		case err != nil:
+			res.fail(robots.OutcomeUnreachable, "robots.txt: redirect to a non-HTTP URL",
+				fmt.Errorf("%s redirects to %s: %w: %w", res.FinalURL, next, ErrBadRedirect, err))
+		case slices.Contains(seen, redirectKey(next)):
+			res.fail(robots.OutcomeUnavailable, "robots.txt: redirect loop",
+				fmt.Errorf("%s redirects back to %s: %w", res.FinalURL, next, ErrRedirectLoop))
+		case res.Redirects == MaxRedirects:
+			res.fail(robots.OutcomeUnavailable, "robots.txt: more than 5 redirects",
+				fmt.Errorf("%s redirects to %s: %w", res.FinalURL, next, ErrTooManyRedirects))
+		default:
+			res.Redirects++
+			target = next
+			continue
+		}
+		return
+	}
+}
+
+// get sends the one request a robots.txt fetch makes per URL: GET with
+// our User-Agent and Accept, nothing else of ours.
+func (f *Fetcher) get(ctx context.Context, u *url.URL) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = http.Header{
+		"User-Agent": {f.opts.UserAgent},
+		"Accept":     {acceptHeader},
+	}
+	// The transport, not a Client: redirects are followed by fetch, and
+	// there is no cookie jar, no Referer, no credentials to carry.
+	return f.transport.RoundTrip(req)
+}
+
+// readRules reads a 2xx body up to the parse limit and parses it. A body
+// cut short by the network is no robots.txt: unreachable.
+func (f *Fetcher) readRules(resp *http.Response, res *Result) {
+	body, err := readLimited(resp.Body, f.opts.MaxBytes+1, resp.ContentLength)
+	res.Bytes = len(body)
+	if err != nil {
+		res.failNetwork(fmt.Errorf("read body of %s: %w", res.FinalURL, err))
+		return
+	}
+	res.Truncated = len(body) > f.opts.MaxBytes
+	res.Outcome = robots.OutcomeOK
+	res.Robots = f.parser.Parse(body)
+}
+
+// judgeStatus decides the outcome of an answer that is neither 2xx nor a
+// redirect followed.
+func (f *Fetcher) judgeStatus(res *Result) {
+	res.fail(robots.OutcomeOfStatus(res.Status, f.opts.AuthDisallow), "robots.txt "+strconv.Itoa(res.Status),
+		&StatusError{URL: res.FinalURL, Code: res.Status})
+}
+
+// isRedirect reports the statuses whose Location a client may follow on
+// its own (RFC 9110 §15.4); 304, 305 and 306 are not redirects to follow.
+func isRedirect(code int) bool {
+	switch code {
+	case http.StatusMultipleChoices, http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
+
+// redirectTarget resolves a Location against the URL that answered it.
+// It returns a nil URL when there is no URL with a host to resolve, and
+// the URL with an error when it is not http or https. The target loses
+// any user information and fragment: credentials are never sent.
+func redirectTarget(from *url.URL, location string) (*url.URL, error) {
+	if location == "" {
+		return nil, errors.New("no Location header")
+	}
+	next, err := from.Parse(location)
+	if err != nil {
+		return nil, fmt.Errorf("bad Location: %w", err)
+	}
+	next.User, next.Fragment, next.RawFragment = nil, "", ""
+	if next.Scheme != "http" && next.Scheme != "https" { // url.Parse lower-cases it
+		return next, fmt.Errorf("scheme %q is not http or https", next.Scheme)
+	}
+	if next.Hostname() == "" {
+		return nil, fmt.Errorf("redirect to %q names no host", location)
+	}
+	return next, nil
+}
+
+// redirectKey identifies the resource a URL names, to notice a redirect
+// loop however its origin is spelled.
+func redirectKey(u *url.URL) string {
+	origin, err := robots.OriginFromURL(u)
+	if err != nil {
+		return u.String()
+	}
+	return origin + u.RequestURI()
+}
+
+// drain reads a little of a body that is not needed, so that the
+// connection can be reused, then closes it. Only a body known to be short
+// is drained: reading an unknown one could wait on a slow origin.
+func drain(resp *http.Response) {
+	if 0 <= resp.ContentLength && resp.ContentLength <= drainBytes {
+		_, _ = io.CopyN(io.Discard, resp.Body, drainBytes)
+	}
+	resp.Body.Close()
+}
+
+// readLimited reads r to its end or until it holds limit bytes, whichever
+// comes first. Its buffer never grows past limit bytes; sizeHint (the
+// Content-Length, -1 when unknown) sizes the first one.
+func readLimited(r io.Reader, limit int, sizeHint int64) ([]byte, error) {
+	size := 8 << 10
+	if 0 <= sizeHint && sizeHint < int64(limit) {
+		size = int(sizeHint) + 1 // the +1 meets the end without growing
+	}
+	buf := make([]byte, 0, min(size, limit))
+	for len(buf) < limit {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(2*cap(buf), limit))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
