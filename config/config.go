@@ -44,7 +44,7 @@ type Config struct {
 	CACertFile string `env:"CA_CERT" desc:"PEM CA certificate that signs intercepted connections; set together with ROBOTSGATE_CA_KEY"`
 
 	// CAKeyFile is the PEM private key of CACertFile.
-	CAKeyFile string `env:"CA_KEY" desc:"PEM private key of ROBOTSGATE_CA_CERT"`
+	CAKeyFile string `env:"CA_KEY" desc:"PEM private key of ROBOTSGATE_CA_CERT (RSA or ECDSA; PKCS#1, PKCS#8 or SEC1)"`
 
 	// CADir is where robotsgate creates ca.pem and ca-key.pem on first use
 	// and reuses them afterwards. Its default, os.UserConfigDir()/robotsgate,
@@ -58,7 +58,7 @@ type Config struct {
 	UpstreamCAFile string `env:"UPSTREAM_CA_FILE" desc:"PEM bundle of extra CA certificates, added to the system roots, for verifying origins"`
 
 	// LogFormat chooses the operational log's encoding.
-	LogFormat LogFormat `env:"LOG_FORMAT" envDefault:"auto" desc:"auto (coloured text on a terminal, JSON otherwise), text or json"`
+	LogFormat LogFormat `env:"LOG_FORMAT" envDefault:"auto" desc:"auto (coloured text on a terminal, JSON otherwise), text or json; logs go to standard error"`
 
 	// LogLevel is the least severe operational log record written.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info" desc:"Least severe log record written: debug, info, warn or error"`
@@ -92,7 +92,7 @@ type Config struct {
 
 	// CacheMaxAge is the longest a fetched robots.txt is used before it is
 	// fetched again; RFC 9309 §2.4 caps it at 24 h.
-	CacheMaxAge time.Duration `env:"CACHE_MAX_AGE" envDefault:"24h" desc:"Longest a fetched robots.txt is used before it is fetched again, at most 24h (RFC 9309 section 2.4)"`
+	CacheMaxAge time.Duration `env:"CACHE_MAX_AGE" envDefault:"24h" desc:"Longest a fetched robots.txt is used before it is fetched again, at most 24h (RFC 9309 §2.4)"`
 
 	// CacheMinAge is the shortest a fetched robots.txt is cached, whatever
 	// its Cache-Control says. When the variable is unset and CacheMaxAge is
@@ -122,7 +122,7 @@ type Config struct {
 
 	// ClientIdleTimeout is how long an idle keep-alive client connection is
 	// kept, also inside intercepted tunnels.
-	ClientIdleTimeout time.Duration `env:"CLIENT_IDLE_TIMEOUT" envDefault:"2m" desc:"How long an idle keep-alive connection from a client is kept, also inside intercepted tunnels"`
+	ClientIdleTimeout time.Duration `env:"CLIENT_IDLE_TIMEOUT" envDefault:"2m" desc:"How long a client connection may stay silent, keep-alive and tunnels included, before it is closed"`
 
 	// ClientHeaderTimeout bounds reading a request's headers, inside
 	// tunnels too, and the wait for the first byte through a new tunnel.

@@ -104,8 +104,7 @@ func BenchmarkRetained(b *testing.B) {
 	slices.SortFunc(names, func(x, y string) int { return len(files[x]) - len(files[y]) })
 	for _, bench := range []struct{ label, name string }{
 		{"median", names[len(names)/2]},
-		{"largest", names[len(names)-1]},         // an HTML page served as robots.txt
-		{"largest-rules", "docs.oracle.com.txt"}, // the largest real rule file, over the parse limit
+		{"largest", names[len(names)-1]}, // docs.oracle.com.txt: real rules, over the parse limit
 	} {
 		b.Run(bench.label, func(b *testing.B) {
 			measured, estimate := retainedHeap(files[bench.name])

@@ -3,6 +3,7 @@ package robots
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -41,11 +42,15 @@ var rfcOverrides = map[string]string{
 	"ID_Encoding/6": `§2.2.2: "If a percent-encoded ASCII octet is encountered in the URI, it MUST be unencoded prior to comparison, unless it is a reserved character"; Figure 4 maps /foo/bar/%62%61%7A to /foo/bar/baz, so "Allow: /foo/bar/%62%61%7A" matches /foo/bar/baz; Google compares the escapes literally.`,
 }
 
+// conformanceFile is Google's suite as data, under testdata/; its README,
+// NOTICE and LICENSE are beside it.
+const conformanceFile = "conformance/google-robotstxt.json"
+
 func loadConformance(t *testing.T) conformanceSuite {
 	t.Helper()
 	var suite conformanceSuite
-	if err := json.Unmarshal(readShared(t, "conformance/google-robotstxt.json"), &suite); err != nil {
-		t.Fatalf("google-robotstxt.json: %v", err)
+	if err := json.Unmarshal(readTestdata(t, conformanceFile), &suite); err != nil {
+		t.Fatalf("%s: %v", conformanceFile, err)
 	}
 	return suite
 }
@@ -106,8 +111,11 @@ func TestGoogleConformance(t *testing.T) {
 			t.Logf("%s: RFC 9309 answer (allowed=%v) instead of Google's: %s", c.ID, got, rfcReason)
 		}
 	}
-	t.Logf("standard cases: %d/%d pass (%d of them answered by the RFC, not Google); google_only cases: %d/%d pass",
-		standardPass, standard, rfcCases, googleOnlyPass, googleOnly)
+	requireREADME(t,
+		"(`robots/testdata/"+conformanceFile+"`)",
+		fmt.Sprintf("**%d/%d standard cases pass, %d of them answered as RFC 9309 says rather than as Google does**",
+			standardPass, standard, rfcCases),
+		fmt.Sprintf("**%d/%d `google_only` cases pass.**", googleOnlyPass, googleOnly))
 }
 
 func TestGoogleConformanceHelpers(t *testing.T) {

@@ -1,39 +1,75 @@
 package robots
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-const corpusDir = "data/robots-corpus"
+// corpusDir holds a slice of real robots.txt bodies; SOURCES.md beside
+// them says where each comes from and why it was kept.
+const corpusDir = "testdata/corpus"
 
-// corpusFiles returns every robots.txt body of the shared corpus by name.
+// corpusFiles returns every robots.txt body of the corpus by name.
 func corpusFiles(tb testing.TB) map[string][]byte {
 	tb.Helper()
-	readShared(tb, "data/README.md") // skips when shared/ is absent
-	paths, err := filepath.Glob(filepath.Join(sharedDir, corpusDir, "*.txt"))
+	paths, err := filepath.Glob(filepath.Join(corpusDir, "*.txt"))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	files := make(map[string][]byte)
+	if len(paths) == 0 {
+		tb.Fatalf("no corpus files in %s", corpusDir)
+	}
+	files := make(map[string][]byte, len(paths))
 	for _, p := range paths {
-		if filepath.Base(p) == "SOURCES.md" {
-			continue
-		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		files[filepath.Base(p)] = data
 	}
-	if len(files) < 200 {
-		tb.Fatalf("found only %d corpus files in %s", len(files), corpusDir)
-	}
 	return files
+}
+
+// TestCorpusSources checks that SOURCES.md accounts for exactly the files
+// there are, byte for byte, so no file travels without its attribution, and
+// that README.md states how many there are.
+func TestCorpusSources(t *testing.T) {
+	files := corpusFiles(t)
+	listed := make(map[string]bool)
+	for line := range strings.Lines(string(readTestdata(t, "corpus/SOURCES.md"))) {
+		// | `file` | source | path | bytes | features | why | `sha256 prefix` |
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) != 9 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		size, sha := strings.TrimSpace(cells[4]), strings.Trim(strings.TrimSpace(cells[7]), "`")
+		listed[name] = true
+		body, ok := files[name]
+		if !ok {
+			t.Errorf("SOURCES.md lists %s, which is not in %s", name, corpusDir)
+			continue
+		}
+		sum := sha256.Sum256(body)
+		if size != strconv.Itoa(len(body)) || len(sha) < 16 || !strings.HasPrefix(hex.EncodeToString(sum[:]), sha) {
+			t.Errorf("%s: SOURCES.md says %s bytes, sha256 %s; the file has %d bytes, sha256 %x", name, size, sha, len(body), sum)
+		}
+	}
+	for name := range files {
+		if !listed[name] {
+			t.Errorf("%s/%s is not listed in SOURCES.md", corpusDir, name)
+		}
+	}
+	requireREADME(t, fmt.Sprintf("%d real robots.txt files (`robots/%s/`)", len(files), corpusDir))
 }
 
 func TestCorpusParses(t *testing.T) {
@@ -58,9 +94,8 @@ func TestCorpusParses(t *testing.T) {
 		}
 	}
 	sort.Strings(truncated)
-	// The corpus has three bodies over 500 KiB (SOURCES.md): one real rule
-	// file and two HTML pages.
-	if want := []string{"docs.oracle.com.txt", "go.com.txt", "www.hermes.com.txt"}; !slices.Equal(truncated, want) {
+	// The one body over 500 KiB (SOURCES.md) is a real rule file.
+	if want := []string{"docs.oracle.com.txt"}; !slices.Equal(truncated, want) {
 		t.Errorf("truncated files %v, want %v", truncated, want)
 	}
 }

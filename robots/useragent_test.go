@@ -2,13 +2,13 @@ package robots
 
 import (
 	"encoding/json"
-	"os"
+	"fmt"
 	"strings"
 	"testing"
 )
 
 // productTokenCases are the examples of the issue and the hard cases of
-// shared/data/README.md §3, with the tokens stated there.
+// testdata/useragents/README.md §3, with the tokens stated there.
 var productTokenCases = []struct {
 	name, ua, want string
 }{
@@ -177,10 +177,10 @@ func TestProductTokenOrdinaryBrowsers(t *testing.T) {
 }
 
 // TestProductTokenCrawlerData measures the share of the real crawler UAs in
-// shared/data/crawler-user-agents.json that give their recorded token.
+// crawler-user-agents.json that give their recorded token, and holds
+// README.md to the figures.
 func TestProductTokenCrawlerData(t *testing.T) {
-	const minDocumented, minAll = 0.99, 0.97
-	entries := readUserAgents(t, "crawler-user-agents.json")
+	entries := readUserAgents(t, crawlerUserAgents)
 	var documented, documentedOK, allOK int
 	for _, e := range entries {
 		if e.Token == "" {
@@ -203,22 +203,17 @@ func TestProductTokenCrawlerData(t *testing.T) {
 	if documented == 0 {
 		t.Fatal("no documented entries in the data file")
 	}
-	documentedRate := float64(documentedOK) / float64(documented)
-	allRate := float64(allOK) / float64(len(entries))
-	t.Logf("documented %d/%d = %.1f%%, all %d/%d = %.1f%%",
-		documentedOK, documented, 100*documentedRate, allOK, len(entries), 100*allRate)
-	if documentedRate < minDocumented {
-		t.Errorf("documented entries: %.1f%% match, want at least %.0f%%", 100*documentedRate, 100*minDocumented)
-	}
-	if allRate < minAll {
-		t.Errorf("all entries: %.1f%% match, want at least %.0f%%", 100*allRate, 100*minAll)
-	}
+	percent := func(n, of int) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of)) }
+	requireREADME(t, fmt.Sprintf("On the %s real headers of `robots/testdata/%s` the rule finds the expected token for %s of the operator-documented ones (%s/%s) and %s of all (%s/%s)",
+		thousands(len(entries)), crawlerUserAgents,
+		percent(documentedOK, documented), thousands(documentedOK), thousands(documented),
+		percent(allOK, len(entries)), thousands(allOK), thousands(len(entries))))
 }
 
 // TestProductTokenAmbiguousData checks the invariants on the UAs whose token is
 // unclear; no particular answer is expected of them.
 func TestProductTokenAmbiguousData(t *testing.T) {
-	entries := readUserAgents(t, "crawler-user-agents-ambiguous.json")
+	entries := readUserAgents(t, ambiguousUserAgents)
 	for _, e := range entries {
 		checkProductToken(t, e.UserAgent)
 	}
@@ -231,13 +226,10 @@ func FuzzProductToken(f *testing.F) {
 	for _, ua := range ordinaryBrowsers {
 		f.Add(ua)
 	}
-	// The real headers make good seeds; without the shared folder the fuzzer
-	// still runs on the seeds above.
-	if _, err := os.Stat(sharedDir); err == nil {
-		for _, name := range []string{"crawler-user-agents.json", "crawler-user-agents-ambiguous.json"} {
-			for _, e := range readUserAgents(f, name) {
-				f.Add(e.UserAgent)
-			}
+	// The real headers make good seeds.
+	for _, name := range []string{crawlerUserAgents, ambiguousUserAgents} {
+		for _, e := range readUserAgents(f, name) {
+			f.Add(e.UserAgent)
 		}
 	}
 	f.Fuzz(func(t *testing.T, ua string) {
@@ -247,7 +239,7 @@ func FuzzProductToken(f *testing.F) {
 
 func BenchmarkProductToken(b *testing.B) {
 	b.Run("crawler-data", func(b *testing.B) {
-		entries := readUserAgents(b, "crawler-user-agents.json")
+		entries := readUserAgents(b, crawlerUserAgents)
 		b.ReportAllocs()
 		n := 0
 		for b.Loop() {
@@ -298,7 +290,14 @@ func isTokenCharNotStar(b byte) bool {
 		strings.IndexByte("!#$%&'+-.^_`|~", b) >= 0
 }
 
-// userAgentEntry is one record of the shared crawler data files; Token and
+// The crawler data files under testdata/, described in the README beside
+// them: headers with their expected token, and headers whose token is unclear.
+const (
+	crawlerUserAgents   = "useragents/crawler-user-agents.json"
+	ambiguousUserAgents = "useragents/crawler-user-agents-ambiguous.json"
+)
+
+// userAgentEntry is one record of the crawler data files; Token and
 // Confidence are empty in the ambiguous file.
 type userAgentEntry struct {
 	UserAgent  string `json:"user_agent"`
@@ -306,11 +305,11 @@ type userAgentEntry struct {
 	Confidence string `json:"confidence"`
 }
 
-// readUserAgents reads a crawler data file from the shared folder.
+// readUserAgents reads a crawler data file from testdata/.
 func readUserAgents(tb testing.TB, name string) []userAgentEntry {
 	tb.Helper()
 	var entries []userAgentEntry
-	if err := json.Unmarshal(readShared(tb, "data/"+name), &entries); err != nil {
+	if err := json.Unmarshal(readTestdata(tb, name), &entries); err != nil {
 		tb.Fatalf("decoding %s: %v", name, err)
 	}
 	if len(entries) == 0 {
