@@ -941,16 +941,11 @@ func TestResultCheck(t *testing.T) {
 		{rs["unreachable"], "unreachable", false, "robots.txt unreachable: connection refused: complete disallow"},
 		{rs["restricted"], "restricted", false, "robots.txt 401: complete disallow"},
 		{rs["5xx"], "unreachable", false, "robots.txt 503: complete disallow"},
-		{nil, "outcome 0", false, "robots.txt not fetched: complete disallow"},
 		{&Result{}, "outcome 0", false, "complete disallow"},
 	} {
 		r := c.result
-		outcome := robots.Outcome(0)
-		if r != nil {
-			outcome = r.Outcome
-		}
-		if outcome.String() != c.outcome {
-			t.Errorf("outcome %q, want %q", outcome, c.outcome)
+		if r.Outcome.String() != c.outcome {
+			t.Errorf("outcome %q, want %q", r.Outcome, c.outcome)
 		}
 		if v := r.Check("bot", "/private/x"); v.Allowed != c.allowed || v.Reason() != c.reason {
 			t.Errorf("%s: Check = %v %q, want %v %q", c.outcome, v.Allowed, v.Reason(), c.allowed, c.reason)
