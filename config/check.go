@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"robotsgate/cache"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,15 +44,16 @@ type checker struct {
 	index    map[string]int // variable name → index in fields
 	problems [][]error      // per field, so they come out in field order
 	other    []error        // problems not tied to one robotsgate variable
+	serving  bool           // the proxy will run, not only a command
 }
 
-func newChecker(environ map[string]string) *checker {
+func newChecker(environ map[string]string, serving bool) *checker {
 	fs := fields()
 	index := make(map[string]int, len(fs))
 	for i, f := range fs {
 		index[f.Name] = i
 	}
-	return &checker{environ: environ, fields: fs, index: index, problems: make([][]error, len(fs))}
+	return &checker{environ: environ, fields: fs, index: index, problems: make([][]error, len(fs)), serving: serving}
 }
 
 // report records a problem with the variable name; name must be one of
@@ -143,7 +145,10 @@ func (c *checker) validate(cfg *Config) {
 
 	c.checkFetch(cfg)
 	c.checkCacheAges(cfg)
-	c.positive("ROBOTSGATE_UNREACHABLE_RETRY", cfg.UnreachableRetry)
+	if c.positive("ROBOTSGATE_UNREACHABLE_RETRY", cfg.UnreachableRetry) {
+		c.atMost("ROBOTSGATE_UNREACHABLE_RETRY", cfg.UnreachableRetry, cache.DefaultMaxRetryAfter, "15m",
+			"retries back off from it up to 15m, which bounds how long an origin stays disallowed after it comes back")
+	}
 	c.notNegative("ROBOTSGATE_MAX_STALE", cfg.MaxStale)
 	c.positive("ROBOTSGATE_UPSTREAM_DIAL_TIMEOUT", cfg.UpstreamDialTimeout)
 	c.positive("ROBOTSGATE_UPSTREAM_TLS_TIMEOUT", cfg.UpstreamTLSTimeout)
@@ -211,7 +216,7 @@ func (c *checker) checkCA(cfg *Config) {
 	}
 	// Without a user config directory the default exists only as an error,
 	// and only when robotsgate would need it.
-	if cfg.MITM && !c.failed("ROBOTSGATE_MITM") && !certSet && !keySet {
+	if c.serving && cfg.MITM && !c.failed("ROBOTSGATE_MITM") && !certSet && !keySet {
 		c.report(dirName, err, "not set, and there is no default (%v); set it, or set %s and %s, or turn interception off with ROBOTSGATE_MITM=false",
 			err, certName, keyName)
 	}

@@ -101,7 +101,7 @@ type Config struct {
 
 	// UnreachableRetry is the wait before the first retry of an unreachable
 	// robots.txt; later retries back off from it.
-	UnreachableRetry time.Duration `env:"UNREACHABLE_RETRY" envDefault:"1m" desc:"Wait before the first retry of an unreachable robots.txt; later retries back off"`
+	UnreachableRetry time.Duration `env:"UNREACHABLE_RETRY" envDefault:"1m" desc:"Wait before the first retry of an unreachable robots.txt, at most 15m; later retries double it, up to 15m"`
 
 	// MaxStale is how long a good copy is still obeyed while its origin's
 	// robots.txt is unreachable.
@@ -151,9 +151,16 @@ type Config struct {
 	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"10s" desc:"How long in-flight requests may finish after SIGTERM"`
 }
 
-// Load reads the configuration from the process environment.
+// Load reads the configuration of the proxy from the process environment.
 func Load() (*Config, error) {
 	return LoadFrom(env.ToMap(os.Environ()))
+}
+
+// LoadForCommand reads the configuration for a command that does not
+// serve, such as check: what only serving needs (a CA directory for
+// interception) is not required of it.
+func LoadForCommand() (*Config, error) {
+	return load(env.ToMap(os.Environ()), false)
 }
 
 // LoadFrom reads the configuration from environ, a map of variable names to
@@ -163,12 +170,16 @@ func Load() (*Config, error) {
 //
 // The error, if any, joins one error per problem (see [VariableError]).
 func LoadFrom(environ map[string]string) (*Config, error) {
+	return load(environ, true)
+}
+
+func load(environ map[string]string, serving bool) (*Config, error) {
 	if environ == nil {
 		// env.Options treats a nil Environment as "use os.Environ()".
 		environ = map[string]string{}
 	}
 	var cfg Config
-	c := newChecker(environ)
+	c := newChecker(environ, serving)
 	parseErr := env.ParseWithOptions(&cfg, env.Options{Prefix: envPrefix, Environment: environ})
 	c.addParseErrors(parseErr)
 	c.validate(&cfg)

@@ -239,6 +239,7 @@ func TestLoadFromValidValues(t *testing.T) {
 			map[string]string{"ROBOTSGATE_CACHE_MAX_AGE": "1h", "ROBOTSGATE_CACHE_MIN_AGE": "1h"},
 			func(c *Config) { c.CacheMaxAge, c.CacheMinAge = time.Hour, time.Hour }},
 		{"unreachable retry", map[string]string{"ROBOTSGATE_UNREACHABLE_RETRY": "10s"}, func(c *Config) { c.UnreachableRetry = 10 * time.Second }},
+		{"unreachable retry at the backoff cap", map[string]string{"ROBOTSGATE_UNREACHABLE_RETRY": "15m"}, func(c *Config) { c.UnreachableRetry = 15 * time.Minute }},
 		{"deny nothing", map[string]string{"ROBOTSGATE_DENY_DESTINATIONS": "None"}, func(c *Config) { c.DenyDestinations = DestinationList{} }},
 		{"deny addresses and ranges", map[string]string{"ROBOTSGATE_DENY_DESTINATIONS": " 10.0.0.0/8, 192.168.1.7 ,::1,10.1.2.3/16"},
 			func(c *Config) {
@@ -397,6 +398,8 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			"ROBOTSGATE_CACHE_MIN_AGE", []string{`"-1m" is negative`}},
 		{"unreachable retry zero", map[string]string{"ROBOTSGATE_UNREACHABLE_RETRY": "0"},
 			"ROBOTSGATE_UNREACHABLE_RETRY", []string{`"0" is not positive`}},
+		{"unreachable retry beyond the backoff cap", map[string]string{"ROBOTSGATE_UNREACHABLE_RETRY": "16m"},
+			"ROBOTSGATE_UNREACHABLE_RETRY", []string{`"16m" is longer than 15m`}},
 		{"max stale negative", map[string]string{"ROBOTSGATE_MAX_STALE": "-1h"},
 			"ROBOTSGATE_MAX_STALE", []string{`"-1h" is negative`}},
 		{"max stale in days", map[string]string{"ROBOTSGATE_MAX_STALE": "30d"},
@@ -533,6 +536,11 @@ func TestCADirWithoutUserConfigDir(t *testing.T) {
 		if !strings.Contains(problems[0].Error(), frag) {
 			t.Errorf("message %q lacks %q", problems[0].Error(), frag)
 		}
+	}
+
+	// A command that does not serve needs no CA directory.
+	if _, err := LoadForCommand(); err != nil {
+		t.Errorf("LoadForCommand = %v, want no error: a command does not intercept", err)
 	}
 
 	for name, environ := range map[string]map[string]string{

@@ -217,6 +217,27 @@ func (s *Server) Serve(ln net.Listener) error {
 	return nil
 }
 
+// Run serves clients on ln until ctx ends, then shuts down, letting
+// requests in flight finish within grace (see Shutdown).
+func (s *Server) Run(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "grace", grace.String())
+	graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	if err := s.Shutdown(graceCtx); err != nil {
+		// Requests cut at the end of the grace period are the operator's
+		// choice of grace, not a failure of the proxy.
+		s.log.Warn("shutdown was not clean", "err", err)
+	}
+	return <-served
+}
+
 // Shutdown stops accepting clients, closes idle connections and lets
 // requests in flight, inside tunnels too, finish until ctx ends; then it
 // closes every connection, blind tunnels and upgraded ones included.

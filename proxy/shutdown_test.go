@@ -132,3 +132,46 @@ func TestShutdownGraceExpires(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStopsWhenContextEnds: Run serves until its context ends (the
+// signal main waits for), then lets the request in flight finish within
+// the grace period and returns nil; the listener takes no one after.
+func TestRunStopsWhenContextEnds(t *testing.T) {
+	slow := startSlowOrigin(t, false)
+	p := newTestServer(t, proxyConfig{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = ln.Addr().String()
+	ctx, stop := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- p.srv.Run(ctx, ln, testTimeout) }()
+
+	resp, err := p.client().Get(slow.URL + "/slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make([]byte, len(slowFirst))
+	if _, err := io.ReadFull(resp.Body, first); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	slow.releaseOnce()
+	if rest, err := readAllBounded(t, resp.Body); err != nil || rest != slowSecond {
+		t.Errorf("second half = %q, %v; want it whole", rest, err)
+	}
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if c, err := net.DialTimeout("tcp", p.addr, testTimeout); err == nil {
+		c.Close()
+		t.Error("the listener still accepts after Run returned")
+	}
+}

@@ -1,0 +1,88 @@
+package config
+
+import (
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"robotsgate/proxy"
+	"robotsgate/proxy/destination"
+	"robotsgate/robots/fetch"
+)
+
+// The methods below turn the settings into the options of each part that
+// uses them, so that what a part receives can be tested from an
+// environment, and main only wires.
+
+// UpstreamRoots returns the certificates origins are verified against:
+// the system roots plus ROBOTSGATE_UPSTREAM_CA_FILE. Without system roots
+// it is an error unless that file is set, in which case its certificates
+// are used alone and warn says so: an empty pool would make every HTTPS
+// origin unreachable without a word.
+func (c *Config) UpstreamRoots(warn func(msg string, args ...any)) (*x509.CertPool, error) {
+	pool, sysErr := x509.SystemCertPool()
+	if sysErr != nil {
+		if c.UpstreamCAFile == "" {
+			return nil, fmt.Errorf("the system's root certificates cannot be loaded (%w); install them (Debian: ca-certificates), or name a PEM bundle in ROBOTSGATE_UPSTREAM_CA_FILE", sysErr)
+		}
+		warn("the system's root certificates cannot be loaded; origins are verified against ROBOTSGATE_UPSTREAM_CA_FILE alone",
+			"err", sysErr, "file", c.UpstreamCAFile)
+		pool = x509.NewCertPool()
+	}
+	if c.UpstreamCAFile != "" {
+		pem, err := os.ReadFile(c.UpstreamCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ROBOTSGATE_UPSTREAM_CA_FILE: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ROBOTSGATE_UPSTREAM_CA_FILE: %s holds no PEM certificate", c.UpstreamCAFile)
+		}
+	}
+	return pool, nil
+}
+
+// Destinations is the policy of ROBOTSGATE_DENY_DESTINATIONS.
+func (c *Config) Destinations() *destination.Policy { return destination.New(c.DenyDestinations) }
+
+// FetchOptions are the robots.txt fetcher's options. version completes
+// the default User-Agent.
+func (c *Config) FetchOptions(version string, roots *x509.CertPool, destinations *destination.Policy, log *slog.Logger) fetch.Options {
+	userAgent := c.FetchUserAgent
+	if userAgent == "" {
+		userAgent = fetch.DefaultUserAgent(version)
+	}
+	return fetch.Options{
+		UserAgent:      userAgent,
+		Timeout:        c.FetchTimeout,
+		ConnectTimeout: c.FetchConnectTimeout,
+		MaxBytes:       int(c.ParseLimit),
+		AuthDisallow:   c.RobotsAuthStatus == RobotsAuthDisallow,
+		RootCAs:        roots,
+		DialControl:    destinations.Control,
+		Logger:         log,
+	}
+}
+
+// UpstreamOptions bound the proxy's connections to origins.
+func (c *Config) UpstreamOptions(roots *x509.CertPool) proxy.UpstreamOptions {
+	return proxy.UpstreamOptions{
+		DialTimeout:           c.UpstreamDialTimeout,
+		TLSHandshakeTimeout:   c.UpstreamTLSTimeout,
+		ResponseHeaderTimeout: c.UpstreamResponseHeaderTimeout,
+		IdleConnTimeout:       c.UpstreamIdleTimeout,
+		RootCAs:               roots,
+	}
+}
+
+// ClientLimits bound what one client can make the proxy hold.
+func (c *Config) ClientLimits() proxy.ClientLimits {
+	return proxy.ClientLimits{
+		IdleTimeout:    c.ClientIdleTimeout,
+		HeaderTimeout:  c.ClientHeaderTimeout,
+		TLSTimeout:     c.ClientTLSTimeout,
+		MaxHeaderBytes: int(c.MaxHeaderBytes),
+		MaxURLBytes:    int(c.MaxURLBytes),
+		MaxConnections: c.MaxConnections,
+	}
+}

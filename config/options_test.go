@@ -1,0 +1,101 @@
+package config
+
+import (
+	"crypto/x509"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"robotsgate/robots/fetch"
+)
+
+// TestFetcherReceives builds a fetcher from an environment and checks the
+// options it actually works with.
+func TestFetcherReceives(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadFrom(map[string]string{
+		"ROBOTSGATE_FETCH_TIMEOUT":     "7s",
+		"ROBOTSGATE_PARSE_LIMIT":       "1MiB",
+		"ROBOTSGATE_ROBOTS_401_403":    "disallow",
+		"ROBOTSGATE_MITM":              "false",
+		"ROBOTSGATE_DENY_DESTINATIONS": "none",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	f := fetch.New(cfg.FetchOptions("1.2.3", roots, cfg.Destinations(), nil))
+	defer f.Close()
+	got := f.Options()
+	if got.UserAgent != fetch.DefaultUserAgent("1.2.3") || got.Timeout != 7*time.Second ||
+		got.ConnectTimeout != 3*time.Second || got.MaxBytes != 1<<20 || !got.AuthDisallow ||
+		got.RootCAs != roots || got.DialControl == nil || got.MaxConcurrent != fetch.DefaultMaxConcurrent {
+		t.Errorf("the fetcher works with %+v", got)
+	}
+
+	// A shorter fetch timeout caps the connect timeout's default; an
+	// operator's User-Agent is sent as given.
+	cfg, err = LoadFrom(map[string]string{
+		"ROBOTSGATE_FETCH_TIMEOUT": "2s", "ROBOTSGATE_FETCH_USER_AGENT": "acme-robots/1.0", "ROBOTSGATE_MITM": "false",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = fetch.New(cfg.FetchOptions("1.2.3", roots, cfg.Destinations(), nil)).Options()
+	if got.Timeout != 2*time.Second || got.ConnectTimeout != 2*time.Second || got.UserAgent != "acme-robots/1.0" {
+		t.Errorf("with a 2s fetch timeout the fetcher works with %+v", got)
+	}
+}
+
+// TestUpstreamRootsWithoutSystemRoots runs in a child process, because
+// the system roots are loaded once per process: with none to be found, a
+// start without ROBOTSGATE_UPSTREAM_CA_FILE fails with a message saying
+// what to do, and one with it uses the file alone and says so.
+func TestUpstreamRootsWithoutSystemRoots(t *testing.T) {
+	if os.Getenv("CONFIG_TEST_NO_SYSTEM_ROOTS") == "1" {
+		checkRootsWithoutSystemRoots(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestUpstreamRootsWithoutSystemRoots$", "-test.v")
+	// A certificate file that cannot be read (a directory) and no
+	// certificate directory: loading the system roots fails.
+	dir := t.TempDir()
+	cmd.Env = append(os.Environ(), "CONFIG_TEST_NO_SYSTEM_ROOTS=1", "SSL_CERT_FILE="+dir, "SSL_CERT_DIR="+dir+"/missing")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+func checkRootsWithoutSystemRoots(t *testing.T) {
+	if _, err := x509.SystemCertPool(); err == nil {
+		t.Fatal("the system roots load even with SSL_CERT_FILE unreadable and no SSL_CERT_DIR")
+	}
+	noWarning := func(msg string, args ...any) { t.Errorf("unexpected warning %q %v", msg, args) }
+	_, err := (&Config{}).UpstreamRoots(noWarning)
+	if err == nil || !strings.Contains(err.Error(), "ROBOTSGATE_UPSTREAM_CA_FILE") || !strings.Contains(err.Error(), "root certificates") {
+		t.Errorf("UpstreamRoots without system roots or a file = %v; want an error naming ROBOTSGATE_UPSTREAM_CA_FILE", err)
+	}
+
+	certPEM, _ := testCA(t)
+	file := writeFile(t, t.TempDir(), "bundle.pem", certPEM)
+	var warned string
+	pool, err := (&Config{UpstreamCAFile: file}).UpstreamRoots(func(msg string, _ ...any) { warned = msg })
+	if err != nil || pool == nil || !pool.Equal(poolOf(t, []byte(certPEM))) {
+		t.Errorf("UpstreamRoots with only a file = %v, %v; want a pool of the file's certificate", pool, err)
+	}
+	if !strings.Contains(warned, "ROBOTSGATE_UPSTREAM_CA_FILE alone") {
+		t.Errorf("warning %q; want one saying the file is used alone", warned)
+	}
+}
+
+func poolOf(t *testing.T, pemData []byte) *x509.CertPool {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemData) {
+		t.Fatal("no certificate in the test PEM")
+	}
+	return pool
+}
