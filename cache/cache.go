@@ -222,25 +222,30 @@ type flightResult[V any] struct {
 }
 
 // New returns a Cache that calls load for keys it does not hold fresh.
-// It validates opts (see Options for the defaults of zero fields).
-// Close must be called to stop its background goroutines.
+// It uses every field of opts as given, after checking them (see Options;
+// DefaultOptions has the usual values). Close must be called to stop its
+// background goroutines.
 func New[V any](opts Options, load LoadFunc[V]) (*Cache[V], error) {
 	if load == nil {
 		return nil, errors.New("cache: nil LoadFunc")
 	}
-	opts, err := opts.withDefaults()
-	if err != nil {
+	if err := opts.validate(); err != nil {
 		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	windowBytes := opts.MaxBytes / windowShare
 	c := &Cache[V]{
 		epoch:  time.Now(),
 		opts:   opts,
 		load:   load,
-		log:    opts.Logger,
+		log:    log,
 		window: newAdmissionWindow[V](windowBytes),
 		loads:  make(map[string]uint64),
 	}
+	var err error
 	c.main, err = ristretto.NewCache(c.ristrettoConfig(opts.MaxBytes - windowBytes))
 	if err != nil {
 		return nil, fmt.Errorf("cache: creating ristretto cache: %w", err)
@@ -265,7 +270,7 @@ func (c *Cache[V]) ristrettoConfig(maxCost int64) *ristretto.Config[string, *ent
 	}
 }
 
-// Options returns the options in effect, defaults filled in.
+// Options returns the options the Cache was made with.
 func (c *Cache[V]) Options() Options { return c.opts }
 
 // Get returns the value for key: from memory while it is fresh, otherwise

@@ -11,7 +11,7 @@ import (
 // BenchmarkLookupHit measures Get of a cached key from all cores at once.
 func BenchmarkLookupHit(b *testing.B) {
 	value := make([]byte, 2048)
-	c, err := New(Options{}, func(context.Context, string) Result[[]byte] {
+	c, err := New(DefaultOptions(), func(context.Context, string) Result[[]byte] {
 		return Result[[]byte]{Value: value, Cost: int64(len(value))}
 	})
 	if err != nil {
@@ -49,10 +49,13 @@ func BenchmarkLookupHit(b *testing.B) {
 // previous one, the worst case.
 func BenchmarkEntryOverhead(b *testing.B) {
 	b.Run("shared-bucket", func(b *testing.B) {
-		benchmarkEntryOverhead(b, Options{MaxBytes: 1 << 30}, func(int) time.Duration { return 0 })
+		opts := DefaultOptions()
+		opts.MaxBytes = 1 << 30
+		benchmarkEntryOverhead(b, opts, func(int) time.Duration { return 0 })
 	})
 	b.Run("own-bucket", func(b *testing.B) {
-		opts := Options{MaxBytes: 1 << 30, MaxAge: 24 * 365 * time.Hour, MaxStale: time.Nanosecond}
+		opts := DefaultOptions()
+		opts.MaxBytes, opts.MaxAge, opts.MaxStale = 1<<30, 24*365*time.Hour, time.Nanosecond
 		benchmarkEntryOverhead(b, opts, func(i int) time.Duration { return time.Hour + time.Duration(i)*5*time.Second })
 	})
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Defaults applied by New to zero-valued Options fields.
+// The values DefaultOptions returns.
 const (
 	DefaultMaxBytes      int64         = 64 << 20
 	DefaultMaxAge        time.Duration = 24 * time.Hour
@@ -22,70 +22,82 @@ const (
 // files may be parsed up to 500 KiB).
 const MinMaxBytes int64 = 1 << 20
 
-// Options configures a Cache. A zero field takes its Default value.
+// Options configures a Cache. New uses every field as given: start from
+// DefaultOptions and change what differs. A zero duration means zero where
+// that is safe (MinAge, MaxStale); where it is not (MaxAge, RetryAfter,
+// MaxRetryAfter), New rejects it rather than guess.
 type Options struct {
 	// MaxBytes is the memory budget: the sum of Result.Cost plus the
-	// cache's own per-entry overhead never exceeds it.
+	// cache's own per-entry overhead never exceeds it. At least MinMaxBytes.
 	MaxBytes int64
 	// MaxAge is the upper bound on freshness; a result without a freshness
-	// preference is kept this long.
+	// preference is kept this long. It must be positive: a cache keeping
+	// nothing fresh would load on every Get.
 	MaxAge time.Duration
 	// MinAge is the lower bound on freshness, so that an origin answering
-	// "no-store" cannot make every request refetch.
+	// "no-store" cannot make every request refetch. Zero sets no floor: a
+	// NoStore result is loaded again by the next Get. At most MaxAge.
 	MinAge time.Duration
 	// RetryAfter is how long a failed load is trusted before the next
-	// attempt; it doubles with each consecutive failure.
+	// attempt; it doubles with each consecutive failure. It must be
+	// positive: the backoff is what spares a failing source a load per Get.
 	RetryAfter time.Duration
-	// MaxRetryAfter caps the doubling of RetryAfter.
+	// MaxRetryAfter caps the doubling of RetryAfter; at least RetryAfter.
 	MaxRetryAfter time.Duration
 	// MaxStale is how long, counted from its successful load, a good value
-	// keeps being served while later loads fail.
+	// keeps being served while later loads fail. Zero serves no stale
+	// value: once a value is past its freshness, a failed load is returned.
 	MaxStale time.Duration
 	// Logger receives warnings about failed loads and stale serves;
 	// nil discards them.
 	Logger *slog.Logger
 }
 
-// withDefaults validates o and returns a copy with every zero field set to
-// its default. Errors name the offending field.
-func (o Options) withDefaults() (Options, error) {
+// DefaultOptions returns the Options a Cache is meant to run with.
+func DefaultOptions() Options {
+	return Options{
+		MaxBytes:      DefaultMaxBytes,
+		MaxAge:        DefaultMaxAge,
+		MinAge:        DefaultMinAge,
+		RetryAfter:    DefaultRetryAfter,
+		MaxRetryAfter: DefaultMaxRetryAfter,
+		MaxStale:      DefaultMaxStale,
+	}
+}
+
+// validate reports every invalid field of o, each error naming its field.
+func (o Options) validate() error {
 	var errs []error
+	if o.MaxBytes < MinMaxBytes {
+		errs = append(errs, fmt.Errorf("MaxBytes must be at least %d (1 MiB), got %d", MinMaxBytes, o.MaxBytes))
+	}
 	durations := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
+		name     string
+		v        time.Duration
+		positive bool
 	}{
-		{"MaxAge", &o.MaxAge, DefaultMaxAge},
-		{"MinAge", &o.MinAge, DefaultMinAge},
-		{"RetryAfter", &o.RetryAfter, DefaultRetryAfter},
-		{"MaxRetryAfter", &o.MaxRetryAfter, DefaultMaxRetryAfter},
-		{"MaxStale", &o.MaxStale, DefaultMaxStale},
+		{"MaxAge", o.MaxAge, true},
+		{"MinAge", o.MinAge, false},
+		{"RetryAfter", o.RetryAfter, true},
+		{"MaxRetryAfter", o.MaxRetryAfter, true},
+		{"MaxStale", o.MaxStale, false},
 	}
 	for _, d := range durations {
 		switch {
-		case *d.v < 0:
-			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, *d.v))
-		case *d.v == 0:
-			*d.v = d.def
+		case d.v < 0:
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
+		case d.v == 0 && d.positive:
+			errs = append(errs, fmt.Errorf("%s must be positive, got 0", d.name))
 		}
 	}
-	switch {
-	case o.MaxBytes == 0:
-		o.MaxBytes = DefaultMaxBytes
-	case o.MaxBytes < MinMaxBytes:
-		errs = append(errs, fmt.Errorf("MaxBytes must be at least %d (1 MiB), got %d", MinMaxBytes, o.MaxBytes))
-	}
-	if o.MinAge > 0 && o.MaxAge > 0 && o.MinAge > o.MaxAge {
+	if o.MinAge > o.MaxAge && o.MaxAge > 0 {
 		errs = append(errs, fmt.Errorf("MinAge (%s) must not exceed MaxAge (%s)", o.MinAge, o.MaxAge))
 	}
-	if o.RetryAfter > 0 && o.MaxRetryAfter > 0 && o.RetryAfter > o.MaxRetryAfter {
+	if o.RetryAfter > o.MaxRetryAfter && o.MaxRetryAfter > 0 {
 		errs = append(errs, fmt.Errorf("RetryAfter (%s) must not exceed MaxRetryAfter (%s)", o.RetryAfter, o.MaxRetryAfter))
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
 	if err := errors.Join(errs...); err != nil {
-		return Options{}, fmt.Errorf("cache: invalid options: %w", err)
+		return fmt.Errorf("cache: invalid options: %w", err)
 	}
-	return o, nil
+	return nil
 }
