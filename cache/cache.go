@@ -111,18 +111,22 @@ type Info struct {
 }
 
 // Stats is a snapshot of the cache's counters since New.
+//
+// Every Get is counted exactly once, in Hits, Misses or StaleServes, by the
+// Source it returned, so Hits+Misses+StaleServes is the number of Gets.
 type Stats struct {
-	// Hits counts Gets answered from memory without waiting for a load.
+	// Hits counts Gets that returned SourceHit: a fresh value from memory.
 	Hits uint64
-	// Misses counts Gets that found no fresh value and waited for a load
-	// (including those whose context ended while waiting).
+	// Misses counts Gets that returned SourceLoaded, or an error: they found
+	// no fresh value and waited for a load (or their context ended first).
 	Misses uint64
 	// Loads counts LoadFunc calls by Result.Outcome ("panic" for a
 	// LoadFunc that panicked).
 	Loads map[string]uint64
 	// FailedLoads counts loads whose Result was Failed, or that panicked.
 	FailedLoads uint64
-	// StaleServes counts Gets answered with SourceStale.
+	// StaleServes counts Gets that returned SourceStale, whether from
+	// memory or right after a failed load.
 	StaleServes uint64
 	// Evictions counts entries dropped to stay within MaxBytes.
 	Evictions uint64
@@ -283,12 +287,11 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, Info, error) {
 	// the wall clock too; the hit path needs no wall time.
 	now := c.epoch.Add(time.Since(c.epoch))
 	if e, _ := c.lookup(key, now); e != nil && now.Before(e.info.ExpiresAt) {
-		c.hits.Add(1)
 		return c.serve(e, SourceHit)
 	}
-	c.misses.Add(1)
 	var zero V
 	if err := ctx.Err(); err != nil {
+		c.misses.Add(1)
 		return zero, Info{}, fmt.Errorf("cache: get %q: %w", key, err)
 	}
 	detached := context.WithoutCancel(ctx)
@@ -296,6 +299,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, Info, error) {
 	select {
 	case r := <-ch:
 		if r.Err != nil {
+			c.misses.Add(1)
 			return zero, Info{}, r.Err
 		}
 		f := r.Val.(flightResult[V])
@@ -304,17 +308,24 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, Info, error) {
 		}
 		return c.serve(f.e, SourceHit)
 	case <-ctx.Done():
+		c.misses.Add(1)
 		return zero, Info{}, fmt.Errorf("cache: get %q: %w", key, ctx.Err())
 	}
 }
 
-// serve returns e's value and Info with its source.
+// serve returns e's value and Info with its source, src unless e is a
+// stale value, and counts the Get under that source.
 func (c *Cache[V]) serve(e *entry[V], src Source) (V, Info, error) {
 	info := e.info
 	info.Source = src
-	if e.stale {
+	switch {
+	case e.stale:
 		info.Source = SourceStale
 		c.staleServes.Add(1)
+	case src == SourceHit:
+		c.hits.Add(1)
+	default:
+		c.misses.Add(1)
 	}
 	return e.value, info, nil
 }

@@ -279,6 +279,48 @@ func TestZeroMeansZero(t *testing.T) {
 	}
 }
 
+// TestEveryGetCountedOnce: each Get is counted once, under the Source it
+// returned (an error counts as a miss), so the counts add up to the Gets.
+func TestEveryGetCountedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := newOrigin(Result[string]{MaxAge: time.Hour})
+		c := newCache(t, DefaultOptions(), o.load)
+		defer c.Close()
+		gets := 0
+		expect := func(key string, want Source) {
+			t.Helper()
+			gets++
+			get(t, c, key, "", want)
+		}
+		expect("a", SourceLoaded)
+		expect("a", SourceHit)
+		expect("a", SourceHit)
+		expect("b", SourceLoaded)
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		gets++
+		if _, _, err := c.Get(ended, "c"); err == nil {
+			t.Fatal("Get with an ended context succeeded")
+		}
+
+		time.Sleep(time.Hour)
+		o.answer(Result[string]{Value: "disallow all", Failed: true})
+		expect("a", SourceStale) // right after a failed load
+		expect("a", SourceStale) // from memory, until the retry
+		expect("b", SourceStale)
+		expect("d", SourceLoaded) // no good value: the Failed one
+		expect("d", SourceHit)
+
+		s := c.Stats()
+		if s.Hits != 3 || s.Misses != 4 || s.StaleServes != 3 {
+			t.Errorf("Stats = %+v, want 3 hits, 4 misses (one an error), 3 stale serves", s)
+		}
+		if sum := s.Hits + s.Misses + s.StaleServes; sum != uint64(gets) {
+			t.Errorf("hits+misses+stale = %d, want %d, the number of Gets", sum, gets)
+		}
+	})
+}
+
 func TestGetLoadsOnceThenServesFromMemory(t *testing.T) {
 	o := newOrigin(Result[string]{Cost: 100})
 	c := newCache(t, DefaultOptions(), o.load)
