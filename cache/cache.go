@@ -168,7 +168,7 @@ const (
 )
 
 // Cache maps keys to values produced by a LoadFunc. It is safe for
-// concurrent use.
+// concurrent use. It is a prometheus.Collector of its Stats (see Collect).
 //
 // Storage is a ristretto cache bounded by cost (Result.Cost plus a fixed
 // per-entry overhead), with a small LRU beside it, 1/16 of MaxBytes, for
@@ -195,6 +195,8 @@ type Cache[V any] struct {
 	rejections, uncacheable                atomic.Uint64
 	loadsMu                                sync.Mutex
 	loads                                  map[string]uint64
+
+	descs descs
 }
 
 // entry is one key's state. It is immutable once stored, except for
@@ -248,6 +250,7 @@ func New[V any](opts Options, load LoadFunc[V]) (*Cache[V], error) {
 		log:    log,
 		window: newAdmissionWindow[V](windowBytes),
 		loads:  make(map[string]uint64),
+		descs:  newDescs(opts.MetricsPrefix),
 	}
 	var err error
 	c.main, err = ristretto.NewCache(c.ristrettoConfig(opts.MaxBytes - windowBytes))

@@ -137,8 +137,11 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"negative MaxStale", func(o *Options) { o.MaxStale = -time.Second }, []string{"MaxStale must not be negative"}},
 		{"MinAge above MaxAge", func(o *Options) { o.MinAge, o.MaxAge = 2*time.Hour, time.Hour }, []string{"MinAge (2h0m0s) must not exceed MaxAge (1h0m0s)"}},
 		{"RetryAfter above MaxRetryAfter", func(o *Options) { o.RetryAfter = 20 * time.Minute }, []string{"RetryAfter (20m0s) must not exceed MaxRetryAfter (15m0s)"}},
+		{"empty MetricsPrefix", func(o *Options) { o.MetricsPrefix = "" }, []string{`MetricsPrefix "" does not make valid metric names`}},
+		{"MetricsPrefix with a dash", func(o *Options) { o.MetricsPrefix = "robots-cache" }, []string{`MetricsPrefix "robots-cache"`}},
+		{"MetricsPrefix starting with a digit", func(o *Options) { o.MetricsPrefix = "1cache" }, []string{`MetricsPrefix "1cache"`}},
 		{"every error reported", func(o *Options) { o.MaxBytes, o.MaxAge, o.MaxStale = 1, -1, -1 }, []string{"MaxBytes", "MaxAge", "MaxStale"}},
-		{"zero Options", func(o *Options) { *o = Options{} }, []string{"MaxBytes", "MaxAge", "RetryAfter must", "MaxRetryAfter"}},
+		{"zero Options", func(o *Options) { *o = Options{} }, []string{"MaxBytes", "MaxAge", "RetryAfter must", "MaxRetryAfter", "MetricsPrefix"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,6 +172,7 @@ func TestDefaultOptions(t *testing.T) {
 		RetryAfter:    time.Minute,
 		MaxRetryAfter: 15 * time.Minute,
 		MaxStale:      720 * time.Hour,
+		MetricsPrefix: "cache",
 	}
 	if got := DefaultOptions(); got != want {
 		t.Errorf("DefaultOptions() = %+v, want %+v", got, want)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/prometheus/common/model"
 )
 
 // The values DefaultOptions returns.
@@ -15,6 +17,7 @@ const (
 	DefaultRetryAfter    time.Duration = time.Minute
 	DefaultMaxRetryAfter time.Duration = 15 * time.Minute
 	DefaultMaxStale      time.Duration = 30 * 24 * time.Hour
+	DefaultMetricsPrefix               = "cache"
 )
 
 // MinMaxBytes is the smallest accepted memory budget: below it the cache
@@ -48,6 +51,10 @@ type Options struct {
 	// keeps being served while later loads fail. Zero serves no stale
 	// value: once a value is past its freshness, a failed load is returned.
 	MaxStale time.Duration
+	// MetricsPrefix starts the names of the metrics the Cache collects as
+	// a prometheus.Collector ("<prefix>_lookups_total" and so on). It must
+	// make valid metric names.
+	MetricsPrefix string
 	// Logger receives warnings about failed loads and stale serves;
 	// nil discards them.
 	Logger *slog.Logger
@@ -62,6 +69,7 @@ func DefaultOptions() Options {
 		RetryAfter:    DefaultRetryAfter,
 		MaxRetryAfter: DefaultMaxRetryAfter,
 		MaxStale:      DefaultMaxStale,
+		MetricsPrefix: DefaultMetricsPrefix,
 	}
 }
 
@@ -95,6 +103,10 @@ func (o Options) validate() error {
 	}
 	if o.RetryAfter > o.MaxRetryAfter && o.MaxRetryAfter > 0 {
 		errs = append(errs, fmt.Errorf("RetryAfter (%s) must not exceed MaxRetryAfter (%s)", o.RetryAfter, o.MaxRetryAfter))
+	}
+	// Checking one full name checks the prefix: the suffixes are valid.
+	if o.MetricsPrefix == "" || !model.LegacyValidation.IsValidMetricName(o.MetricsPrefix+"_bytes") {
+		errs = append(errs, fmt.Errorf("MetricsPrefix %q does not make valid metric names (letters, digits, _ and :, not starting with a digit)", o.MetricsPrefix))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cache: invalid options: %w", err)
