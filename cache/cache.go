@@ -243,16 +243,19 @@ func New[V any](opts Options, load LoadFunc[V]) (*Cache[V], error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	windowBytes := opts.MaxBytes / windowShare
+	window, err := newAdmissionWindow[V](windowBytes)
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
 	c := &Cache[V]{
 		epoch:  time.Now(),
 		opts:   opts,
 		load:   load,
 		log:    log,
-		window: newAdmissionWindow[V](windowBytes),
+		window: window,
 		loads:  make(map[string]uint64),
 		descs:  newDescs(opts.MetricsPrefix),
 	}
-	var err error
 	c.main, err = ristretto.NewCache(c.ristrettoConfig(opts.MaxBytes - windowBytes))
 	if err != nil {
 		return nil, fmt.Errorf("cache: creating ristretto cache: %w", err)

@@ -106,3 +106,53 @@ func benchmarkEntryOverhead(b *testing.B, opts Options, maxAge func(i int) time.
 	b.ReportMetric(perEntry/float64(b.N), "bytes/entry")
 	b.ReportMetric(entryOverhead, "charged-bytes/entry")
 }
+
+// BenchmarkAdmissionWindow measures the admission window alone, sized as in
+// a default cache and full of typical entries: get of a held key, and put
+// of a new key, which evicts the least recently used one.
+func BenchmarkAdmissionWindow(b *testing.B) {
+	const (
+		maxBytes = DefaultMaxBytes / windowShare
+		cost     = typicalEntryBytes + entryOverhead
+		held     = int(maxBytes / cost)
+	)
+	keys := make([]string, 2*held)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("https://host-%06d.example.com:443", i)
+	}
+	now := time.Now()
+	e := &entry[int]{cost: cost, keepUntil: now.Add(time.Hour)}
+	fill := func(b *testing.B) *admissionWindow[int] {
+		w, err := newAdmissionWindow[int](maxBytes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range keys[:held] {
+			w.put(k, e)
+		}
+		return w
+	}
+	b.Run("get", func(b *testing.B) {
+		w := fill(b)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if w.get(keys[i%held], now) == nil {
+				b.Fatal("held key not found")
+			}
+			i++
+		}
+	})
+	b.Run("put-evict", func(b *testing.B) {
+		w := fill(b)
+		b.ReportAllocs()
+		i := held
+		for b.Loop() {
+			w.put(keys[i%len(keys)], e) // a key evicted held puts ago
+			i++
+		}
+		if w.evictions.Load() == 0 {
+			b.Fatal("no put evicted")
+		}
+	})
+}

@@ -728,8 +728,8 @@ func residentCost[V any](c *Cache[V]) int64 {
 		return false
 	})
 	c.window.mu.Lock()
-	for _, el := range c.window.items {
-		sum += el.Value.(*windowItem[V]).e.cost
+	for _, e := range c.window.lru.Values() {
+		sum += e.cost
 	}
 	c.window.mu.Unlock()
 	return sum
@@ -888,7 +888,10 @@ func TestAdmissionWindow(t *testing.T) {
 	now := time.Now()
 	later := now.Add(time.Hour)
 	mk := func(cost int64) *entry[string] { return &entry[string]{cost: cost, keepUntil: later} }
-	w := newAdmissionWindow[string](100)
+	w, err := newAdmissionWindow[string](100)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, b, cc := mk(40), mk(40), mk(40)
 	w.put("a", a)
 	w.put("b", b)

@@ -88,7 +88,9 @@ func NewIssuer(ca *CA, opts IssuerOptions) (*Issuer, error) {
 		if maxHosts == 0 {
 			maxHosts = DefaultMaxCachedHosts
 		}
-		iss.cache = newLeafCache(maxHosts)
+		if iss.cache, err = newLeafCache(maxHosts); err != nil {
+			return nil, fmt.Errorf("new issuer: %w", err)
+		}
 	}
 	return iss, nil
 }
