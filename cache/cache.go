@@ -111,18 +111,22 @@ type Info struct {
 }
 
 // Stats is a snapshot of the cache's counters since New.
+//
+// Every Get is counted exactly once, in Hits, Misses or StaleServes, by the
+// Source it returned, so Hits+Misses+StaleServes is the number of Gets.
 type Stats struct {
-	// Hits counts Gets answered from memory without waiting for a load.
+	// Hits counts Gets that returned SourceHit: a fresh value from memory.
 	Hits uint64
-	// Misses counts Gets that found no fresh value and waited for a load
-	// (including those whose context ended while waiting).
+	// Misses counts Gets that returned SourceLoaded, or an error: they found
+	// no fresh value and waited for a load (or their context ended first).
 	Misses uint64
 	// Loads counts LoadFunc calls by Result.Outcome ("panic" for a
 	// LoadFunc that panicked).
 	Loads map[string]uint64
 	// FailedLoads counts loads whose Result was Failed, or that panicked.
 	FailedLoads uint64
-	// StaleServes counts Gets answered with SourceStale.
+	// StaleServes counts Gets that returned SourceStale, whether from
+	// memory or right after a failed load.
 	StaleServes uint64
 	// Evictions counts entries dropped to stay within MaxBytes.
 	Evictions uint64
@@ -164,7 +168,7 @@ const (
 )
 
 // Cache maps keys to values produced by a LoadFunc. It is safe for
-// concurrent use.
+// concurrent use. It is a prometheus.Collector of its Stats (see Collect).
 //
 // Storage is a ristretto cache bounded by cost (Result.Cost plus a fixed
 // per-entry overhead), with a small LRU beside it, 1/16 of MaxBytes, for
@@ -191,6 +195,8 @@ type Cache[V any] struct {
 	rejections, uncacheable                atomic.Uint64
 	loadsMu                                sync.Mutex
 	loads                                  map[string]uint64
+
+	descs descs
 }
 
 // entry is one key's state. It is immutable once stored, except for
@@ -222,24 +228,33 @@ type flightResult[V any] struct {
 }
 
 // New returns a Cache that calls load for keys it does not hold fresh.
-// It validates opts (see Options for the defaults of zero fields).
-// Close must be called to stop its background goroutines.
+// It uses every field of opts as given, after checking them (see Options;
+// DefaultOptions has the usual values). Close must be called to stop its
+// background goroutines.
 func New[V any](opts Options, load LoadFunc[V]) (*Cache[V], error) {
 	if load == nil {
 		return nil, errors.New("cache: nil LoadFunc")
 	}
-	opts, err := opts.withDefaults()
-	if err != nil {
+	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	windowBytes := opts.MaxBytes / windowShare
+	window, err := newAdmissionWindow[V](windowBytes)
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
 	c := &Cache[V]{
 		epoch:  time.Now(),
 		opts:   opts,
 		load:   load,
-		log:    opts.Logger,
-		window: newAdmissionWindow[V](windowBytes),
+		log:    log,
+		window: window,
 		loads:  make(map[string]uint64),
+		descs:  newDescs(opts.MetricsPrefix),
 	}
 	c.main, err = ristretto.NewCache(c.ristrettoConfig(opts.MaxBytes - windowBytes))
 	if err != nil {
@@ -265,7 +280,7 @@ func (c *Cache[V]) ristrettoConfig(maxCost int64) *ristretto.Config[string, *ent
 	}
 }
 
-// Options returns the options in effect, defaults filled in.
+// Options returns the options the Cache was made with.
 func (c *Cache[V]) Options() Options { return c.opts }
 
 // Get returns the value for key: from memory while it is fresh, otherwise
@@ -278,12 +293,11 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, Info, error) {
 	// the wall clock too; the hit path needs no wall time.
 	now := c.epoch.Add(time.Since(c.epoch))
 	if e, _ := c.lookup(key, now); e != nil && now.Before(e.info.ExpiresAt) {
-		c.hits.Add(1)
 		return c.serve(e, SourceHit)
 	}
-	c.misses.Add(1)
 	var zero V
 	if err := ctx.Err(); err != nil {
+		c.misses.Add(1)
 		return zero, Info{}, fmt.Errorf("cache: get %q: %w", key, err)
 	}
 	detached := context.WithoutCancel(ctx)
@@ -291,6 +305,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, Info, error) {
 	select {
 	case r := <-ch:
 		if r.Err != nil {
+			c.misses.Add(1)
 			return zero, Info{}, r.Err
 		}
 		f := r.Val.(flightResult[V])
@@ -299,17 +314,24 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, Info, error) {
 		}
 		return c.serve(f.e, SourceHit)
 	case <-ctx.Done():
+		c.misses.Add(1)
 		return zero, Info{}, fmt.Errorf("cache: get %q: %w", key, ctx.Err())
 	}
 }
 
-// serve returns e's value and Info with its source.
+// serve returns e's value and Info with its source, src unless e is a
+// stale value, and counts the Get under that source.
 func (c *Cache[V]) serve(e *entry[V], src Source) (V, Info, error) {
 	info := e.info
 	info.Source = src
-	if e.stale {
+	switch {
+	case e.stale:
 		info.Source = SourceStale
 		c.staleServes.Add(1)
+	case src == SourceHit:
+		c.hits.Add(1)
+	default:
+		c.misses.Add(1)
 	}
 	return e.value, info, nil
 }

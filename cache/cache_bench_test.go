@@ -11,7 +11,7 @@ import (
 // BenchmarkLookupHit measures Get of a cached key from all cores at once.
 func BenchmarkLookupHit(b *testing.B) {
 	value := make([]byte, 2048)
-	c, err := New(Options{}, func(context.Context, string) Result[[]byte] {
+	c, err := New(DefaultOptions(), func(context.Context, string) Result[[]byte] {
 		return Result[[]byte]{Value: value, Cost: int64(len(value))}
 	})
 	if err != nil {
@@ -49,10 +49,13 @@ func BenchmarkLookupHit(b *testing.B) {
 // previous one, the worst case.
 func BenchmarkEntryOverhead(b *testing.B) {
 	b.Run("shared-bucket", func(b *testing.B) {
-		benchmarkEntryOverhead(b, Options{MaxBytes: 1 << 30}, func(int) time.Duration { return 0 })
+		opts := DefaultOptions()
+		opts.MaxBytes = 1 << 30
+		benchmarkEntryOverhead(b, opts, func(int) time.Duration { return 0 })
 	})
 	b.Run("own-bucket", func(b *testing.B) {
-		opts := Options{MaxBytes: 1 << 30, MaxAge: 24 * 365 * time.Hour, MaxStale: time.Nanosecond}
+		opts := DefaultOptions()
+		opts.MaxBytes, opts.MaxAge, opts.MaxStale = 1<<30, 24*365*time.Hour, time.Nanosecond
 		benchmarkEntryOverhead(b, opts, func(i int) time.Duration { return time.Hour + time.Duration(i)*5*time.Second })
 	})
 }
@@ -102,4 +105,54 @@ func benchmarkEntryOverhead(b *testing.B, opts Options, maxAge func(i int) time.
 	runtime.KeepAlive(keys)
 	b.ReportMetric(perEntry/float64(b.N), "bytes/entry")
 	b.ReportMetric(entryOverhead, "charged-bytes/entry")
+}
+
+// BenchmarkAdmissionWindow measures the admission window alone, sized as in
+// a default cache and full of typical entries: get of a held key, and put
+// of a new key, which evicts the least recently used one.
+func BenchmarkAdmissionWindow(b *testing.B) {
+	const (
+		maxBytes = DefaultMaxBytes / windowShare
+		cost     = typicalEntryBytes + entryOverhead
+		held     = int(maxBytes / cost)
+	)
+	keys := make([]string, 2*held)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("https://host-%06d.example.com:443", i)
+	}
+	now := time.Now()
+	e := &entry[int]{cost: cost, keepUntil: now.Add(time.Hour)}
+	fill := func(b *testing.B) *admissionWindow[int] {
+		w, err := newAdmissionWindow[int](maxBytes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, k := range keys[:held] {
+			w.put(k, e)
+		}
+		return w
+	}
+	b.Run("get", func(b *testing.B) {
+		w := fill(b)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if w.get(keys[i%held], now) == nil {
+				b.Fatal("held key not found")
+			}
+			i++
+		}
+	})
+	b.Run("put-evict", func(b *testing.B) {
+		w := fill(b)
+		b.ReportAllocs()
+		i := held
+		for b.Loop() {
+			w.put(keys[i%len(keys)], e) // a key evicted held puts ago
+			i++
+		}
+		if w.evictions.Load() == 0 {
+			b.Fatal("no put evicted")
+		}
+	})
 }

@@ -54,6 +54,13 @@ func (o *origin) count(key string) int {
 	return o.calls[key]
 }
 
+// withOptions returns DefaultOptions changed by mod.
+func withOptions(mod func(*Options)) Options {
+	o := DefaultOptions()
+	mod(&o)
+	return o
+}
+
 func newCache(t *testing.T, opts Options, load LoadFunc[string]) *Cache[string] {
 	t.Helper()
 	c, err := New(opts, load)
@@ -114,24 +121,31 @@ func TestNewValidatesOptions(t *testing.T) {
 	load := newOrigin(Result[string]{}).load
 	tests := []struct {
 		name string
-		opts Options
+		mod  func(*Options)
 		want []string // substrings of the error
 	}{
-		{"negative MaxBytes", Options{MaxBytes: -1}, []string{"MaxBytes must be at least 1048576 (1 MiB), got -1"}},
-		{"tiny MaxBytes", Options{MaxBytes: 4096}, []string{"MaxBytes must be at least", "got 4096"}},
-		{"negative MaxAge", Options{MaxAge: -time.Second}, []string{"MaxAge must not be negative, got -1s"}},
-		{"negative MinAge", Options{MinAge: -time.Second}, []string{"MinAge must not be negative"}},
-		{"negative RetryAfter", Options{RetryAfter: -time.Second}, []string{"RetryAfter must not be negative"}},
-		{"negative MaxRetryAfter", Options{MaxRetryAfter: -time.Second}, []string{"MaxRetryAfter must not be negative"}},
-		{"negative MaxStale", Options{MaxStale: -time.Second}, []string{"MaxStale must not be negative"}},
-		{"MinAge above MaxAge", Options{MinAge: 2 * time.Hour, MaxAge: time.Hour}, []string{"MinAge (2h0m0s) must not exceed MaxAge (1h0m0s)"}},
-		{"MinAge above default MaxAge", Options{MinAge: 25 * time.Hour}, []string{"MinAge (25h0m0s) must not exceed MaxAge (24h0m0s)"}},
-		{"RetryAfter above default MaxRetryAfter", Options{RetryAfter: 20 * time.Minute}, []string{"RetryAfter (20m0s) must not exceed MaxRetryAfter (15m0s)"}},
-		{"every error reported", Options{MaxBytes: 1, MaxAge: -1, MaxStale: -1}, []string{"MaxBytes", "MaxAge", "MaxStale"}},
+		{"zero MaxBytes", func(o *Options) { o.MaxBytes = 0 }, []string{"MaxBytes must be at least 1048576 (1 MiB), got 0"}},
+		{"negative MaxBytes", func(o *Options) { o.MaxBytes = -1 }, []string{"MaxBytes must be at least 1048576 (1 MiB), got -1"}},
+		{"tiny MaxBytes", func(o *Options) { o.MaxBytes = MinMaxBytes - 1 }, []string{"MaxBytes must be at least", "got 1048575"}},
+		{"zero MaxAge", func(o *Options) { o.MaxAge, o.MinAge = 0, 0 }, []string{"MaxAge must be positive, got 0"}},
+		{"zero RetryAfter", func(o *Options) { o.RetryAfter = 0 }, []string{"RetryAfter must be positive, got 0"}},
+		{"zero MaxRetryAfter", func(o *Options) { o.MaxRetryAfter = 0 }, []string{"MaxRetryAfter must be positive, got 0"}},
+		{"negative MaxAge", func(o *Options) { o.MaxAge = -time.Second }, []string{"MaxAge must not be negative, got -1s"}},
+		{"negative MinAge", func(o *Options) { o.MinAge = -time.Second }, []string{"MinAge must not be negative"}},
+		{"negative RetryAfter", func(o *Options) { o.RetryAfter = -time.Second }, []string{"RetryAfter must not be negative"}},
+		{"negative MaxRetryAfter", func(o *Options) { o.MaxRetryAfter = -time.Second }, []string{"MaxRetryAfter must not be negative"}},
+		{"negative MaxStale", func(o *Options) { o.MaxStale = -time.Second }, []string{"MaxStale must not be negative"}},
+		{"MinAge above MaxAge", func(o *Options) { o.MinAge, o.MaxAge = 2*time.Hour, time.Hour }, []string{"MinAge (2h0m0s) must not exceed MaxAge (1h0m0s)"}},
+		{"RetryAfter above MaxRetryAfter", func(o *Options) { o.RetryAfter = 20 * time.Minute }, []string{"RetryAfter (20m0s) must not exceed MaxRetryAfter (15m0s)"}},
+		{"empty MetricsPrefix", func(o *Options) { o.MetricsPrefix = "" }, []string{`MetricsPrefix "" does not make valid metric names`}},
+		{"MetricsPrefix with a dash", func(o *Options) { o.MetricsPrefix = "robots-cache" }, []string{`MetricsPrefix "robots-cache"`}},
+		{"MetricsPrefix starting with a digit", func(o *Options) { o.MetricsPrefix = "1cache" }, []string{`MetricsPrefix "1cache"`}},
+		{"every error reported", func(o *Options) { o.MaxBytes, o.MaxAge, o.MaxStale = 1, -1, -1 }, []string{"MaxBytes", "MaxAge", "MaxStale"}},
+		{"zero Options", func(o *Options) { *o = Options{} }, []string{"MaxBytes", "MaxAge", "RetryAfter must", "MaxRetryAfter", "MetricsPrefix"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := New(tt.opts, load)
+			c, err := New(withOptions(tt.mod), load)
 			if err == nil {
 				c.Close()
 				t.Fatal("New succeeded, want an error")
@@ -144,36 +158,176 @@ func TestNewValidatesOptions(t *testing.T) {
 		})
 	}
 	t.Run("nil LoadFunc", func(t *testing.T) {
-		if _, err := New[string](Options{}, nil); err == nil || !strings.Contains(err.Error(), "nil LoadFunc") {
+		if _, err := New[string](DefaultOptions(), nil); err == nil || !strings.Contains(err.Error(), "nil LoadFunc") {
 			t.Errorf("New(nil LoadFunc) error = %v", err)
 		}
 	})
 }
 
-func TestNewFillsDefaults(t *testing.T) {
-	c := newCache(t, Options{MaxAge: time.Hour}, newOrigin(Result[string]{}).load)
-	defer c.Close()
-	got := c.Options()
-	if got.Logger == nil {
-		t.Error("Logger not set")
-	}
-	got.Logger = nil
+func TestDefaultOptions(t *testing.T) {
 	want := Options{
 		MaxBytes:      64 << 20,
-		MaxAge:        time.Hour, // given
+		MaxAge:        24 * time.Hour,
 		MinAge:        time.Minute,
 		RetryAfter:    time.Minute,
 		MaxRetryAfter: 15 * time.Minute,
 		MaxStale:      720 * time.Hour,
+		MetricsPrefix: "cache",
 	}
-	if got != want {
+	if got := DefaultOptions(); got != want {
+		t.Errorf("DefaultOptions() = %+v, want %+v", got, want)
+	}
+	c := newCache(t, DefaultOptions(), newOrigin(Result[string]{}).load)
+	defer c.Close()
+	if got := c.Options(); got != want {
 		t.Errorf("Options() = %+v, want %+v", got, want)
 	}
 }
 
+// TestNewKeepsZeroes: New uses the zero values it accepts as given.
+func TestNewKeepsZeroes(t *testing.T) {
+	want := withOptions(func(o *Options) { o.MinAge, o.MaxStale = 0, 0 })
+	c := newCache(t, want, newOrigin(Result[string]{}).load)
+	defer c.Close()
+	if got := c.Options(); got != want {
+		t.Errorf("Options() = %+v, want %+v", got, want)
+	}
+}
+
+// TestZeroMeansZero: a zero MinAge or MaxStale takes effect, rather than
+// standing for a default.
+func TestZeroMeansZero(t *testing.T) {
+	const key = "https://example.com:443"
+	failing := Result[string]{Value: "disallow all", Failed: true, Outcome: "unreachable"}
+	tests := []struct {
+		name string
+		mod  func(*Options)
+		run  func(t *testing.T, c *Cache[string], o *origin)
+	}{
+		{
+			name: "MaxStale 0 serves no stale value",
+			mod:  func(o *Options) { o.MaxStale = 0 },
+			run: func(t *testing.T, c *Cache[string], o *origin) {
+				o.answer(Result[string]{MaxAge: time.Hour})
+				get(t, c, key, key+"#1", SourceLoaded)
+				time.Sleep(time.Hour)
+				o.answer(failing)
+				info := get(t, c, key, "disallow all", SourceLoaded)
+				if !info.Failed || info.Failures != 1 || info.Outcome != "unreachable" {
+					t.Errorf("Info = %+v, want the Failed value", info)
+				}
+				get(t, c, key, "disallow all", SourceHit) // until the retry
+				if s := c.Stats(); s.StaleServes != 0 {
+					t.Errorf("%d stale serves, want 0", s.StaleServes)
+				}
+			},
+		},
+		{
+			name: "MaxStale 0 still backs off retries",
+			mod:  func(o *Options) { o.MaxStale = 0 },
+			run: func(t *testing.T, c *Cache[string], o *origin) {
+				o.answer(Result[string]{MaxAge: time.Hour})
+				get(t, c, key, key+"#1", SourceLoaded)
+				time.Sleep(time.Hour)
+				o.answer(failing)
+				get(t, c, key, "disallow all", SourceLoaded)
+				time.Sleep(DefaultRetryAfter)
+				if info := get(t, c, key, "disallow all", SourceLoaded); info.Failures != 2 || info.ExpiresAt.Sub(info.LoadedAt) != 2*DefaultRetryAfter {
+					t.Errorf("second failure: Info = %+v, want the backoff doubled", info)
+				}
+			},
+		},
+		{
+			name: "MinAge 0 refetches a no-store answer on the next Get",
+			mod:  func(o *Options) { o.MinAge = 0 },
+			run: func(t *testing.T, c *Cache[string], o *origin) {
+				o.answer(Result[string]{NoStore: true})
+				for i := 1; i <= 3; i++ {
+					info := get(t, c, key, fmt.Sprintf("%s#%d", key, i), SourceLoaded)
+					if !info.ExpiresAt.Equal(info.LoadedAt) {
+						t.Errorf("load %d fresh until %s after it, want not at all", i, info.ExpiresAt.Sub(info.LoadedAt))
+					}
+				}
+			},
+		},
+		{
+			name: "MinAge 0 lets a short max-age through",
+			mod:  func(o *Options) { o.MinAge = 0 },
+			run: func(t *testing.T, c *Cache[string], o *origin) {
+				o.answer(Result[string]{MaxAge: time.Second})
+				get(t, c, key, key+"#1", SourceLoaded)
+				time.Sleep(time.Second)
+				get(t, c, key, key+"#2", SourceLoaded)
+			},
+		},
+		{
+			name: "MinAge 0 still serves a no-store value stale while loads fail",
+			mod:  func(o *Options) { o.MinAge = 0 },
+			run: func(t *testing.T, c *Cache[string], o *origin) {
+				o.answer(Result[string]{NoStore: true})
+				get(t, c, key, key+"#1", SourceLoaded)
+				o.answer(failing)
+				get(t, c, key, key+"#1", SourceStale)
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				o := newOrigin(Result[string]{})
+				c := newCache(t, withOptions(tt.mod), o.load)
+				defer c.Close()
+				tt.run(t, c, o)
+			})
+		})
+	}
+}
+
+// TestEveryGetCountedOnce: each Get is counted once, under the Source it
+// returned (an error counts as a miss), so the counts add up to the Gets.
+func TestEveryGetCountedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := newOrigin(Result[string]{MaxAge: time.Hour})
+		c := newCache(t, DefaultOptions(), o.load)
+		defer c.Close()
+		gets := 0
+		expect := func(key string, want Source) {
+			t.Helper()
+			gets++
+			get(t, c, key, "", want)
+		}
+		expect("a", SourceLoaded)
+		expect("a", SourceHit)
+		expect("a", SourceHit)
+		expect("b", SourceLoaded)
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		gets++
+		if _, _, err := c.Get(ended, "c"); err == nil {
+			t.Fatal("Get with an ended context succeeded")
+		}
+
+		time.Sleep(time.Hour)
+		o.answer(Result[string]{Value: "disallow all", Failed: true})
+		expect("a", SourceStale) // right after a failed load
+		expect("a", SourceStale) // from memory, until the retry
+		expect("b", SourceStale)
+		expect("d", SourceLoaded) // no good value: the Failed one
+		expect("d", SourceHit)
+
+		s := c.Stats()
+		if s.Hits != 3 || s.Misses != 4 || s.StaleServes != 3 {
+			t.Errorf("Stats = %+v, want 3 hits, 4 misses (one an error), 3 stale serves", s)
+		}
+		if sum := s.Hits + s.Misses + s.StaleServes; sum != uint64(gets) {
+			t.Errorf("hits+misses+stale = %d, want %d, the number of Gets", sum, gets)
+		}
+	})
+}
+
 func TestGetLoadsOnceThenServesFromMemory(t *testing.T) {
 	o := newOrigin(Result[string]{Cost: 100})
-	c := newCache(t, Options{}, o.load)
+	c := newCache(t, DefaultOptions(), o.load)
 	defer c.Close()
 
 	info := get(t, c, "https://a.example:443", "https://a.example:443#1", SourceLoaded)
@@ -207,7 +361,7 @@ func TestConcurrentColdGetsShareOneLoad(t *testing.T) {
 		var calls atomic.Int32
 		var loadCtxErr error
 		var loadCtxValue any
-		c := newCache(t, Options{}, func(ctx context.Context, key string) Result[string] {
+		c := newCache(t, DefaultOptions(), func(ctx context.Context, key string) Result[string] {
 			calls.Add(1)
 			<-release
 			loadCtxErr, loadCtxValue = ctx.Err(), ctx.Value(ctxKey{})
@@ -268,7 +422,7 @@ func TestConcurrentColdGetsShareOneLoad(t *testing.T) {
 
 func TestGetWithEndedContext(t *testing.T) {
 	o := newOrigin(Result[string]{})
-	c := newCache(t, Options{}, o.load)
+	c := newCache(t, DefaultOptions(), o.load)
 	defer c.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -305,7 +459,7 @@ func TestFreshness(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				o := newOrigin(tt.result)
-				c := newCache(t, Options{}, o.load)
+				c := newCache(t, DefaultOptions(), o.load)
 				defer c.Close()
 				const key = "https://example.com:443"
 
@@ -345,7 +499,7 @@ func TestStaleIfFailed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs logBuffer
 		o := newOrigin(Result[string]{MaxAge: time.Hour})
-		c := newCache(t, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, o.load)
+		c := newCache(t, withOptions(func(o *Options) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) }), o.load)
 		defer c.Close()
 		const key = "https://example.com:443"
 		good := get(t, c, key, key+"#1", SourceLoaded)
@@ -397,10 +551,10 @@ func TestStaleEndsAtMaxStale(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs logBuffer
 		o := newOrigin(Result[string]{MaxAge: time.Hour})
-		c := newCache(t, Options{
-			MaxStale: 2 * time.Hour, RetryAfter: 7 * time.Minute, MaxRetryAfter: 7 * time.Minute,
-			Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
-		}, o.load)
+		c := newCache(t, withOptions(func(o *Options) {
+			o.MaxStale, o.RetryAfter, o.MaxRetryAfter = 2*time.Hour, 7*time.Minute, 7*time.Minute
+			o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		}), o.load)
 		defer c.Close()
 		const key = "https://example.com:443"
 		start := time.Now()
@@ -454,7 +608,7 @@ func TestStaleEndsAtMaxStale(t *testing.T) {
 func TestRetryBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := newOrigin(Result[string]{Value: "disallow all", Failed: true, Outcome: "unreachable"})
-		c := newCache(t, Options{RetryAfter: time.Minute, MaxRetryAfter: 5 * time.Minute}, o.load)
+		c := newCache(t, withOptions(func(o *Options) { o.RetryAfter, o.MaxRetryAfter = time.Minute, 5*time.Minute }), o.load)
 		defer c.Close()
 		const key = "https://down.example:443"
 		waits := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 5 * time.Minute, 5 * time.Minute}
@@ -488,7 +642,7 @@ func TestRetryBackoff(t *testing.T) {
 func TestUnusedEntriesLeaveMemory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := newOrigin(Result[string]{Cost: 1000, MaxAge: time.Hour})
-		c := newCache(t, Options{MaxStale: 2 * time.Hour, MaxRetryAfter: 15 * time.Minute}, o.load)
+		c := newCache(t, withOptions(func(o *Options) { o.MaxStale, o.MaxRetryAfter = 2*time.Hour, 15*time.Minute }), o.load)
 		defer c.Close()
 		const key = "https://example.com:443"
 		get(t, c, key, key+"#1", SourceLoaded)
@@ -514,7 +668,7 @@ func TestUnusedEntriesLeaveMemory(t *testing.T) {
 
 func TestLoadPanicIsAnError(t *testing.T) {
 	var calls atomic.Int32
-	c := newCache(t, Options{}, func(_ context.Context, key string) Result[string] {
+	c := newCache(t, DefaultOptions(), func(_ context.Context, key string) Result[string] {
 		if calls.Add(1) == 1 {
 			panic("parser bug")
 		}
@@ -536,7 +690,7 @@ func TestLoadPanicIsAnError(t *testing.T) {
 // starts a flight of its own: that flight must not load again.
 func TestFlightFindsJustStoredEntry(t *testing.T) {
 	o := newOrigin(Result[string]{})
-	c := newCache(t, Options{}, o.load)
+	c := newCache(t, DefaultOptions(), o.load)
 	defer c.Close()
 	get(t, c, "k", "k#1", SourceLoaded)
 
@@ -554,7 +708,7 @@ func TestFlightFindsJustStoredEntry(t *testing.T) {
 
 func TestGetAfterClose(t *testing.T) {
 	o := newOrigin(Result[string]{})
-	c := newCache(t, Options{}, o.load)
+	c := newCache(t, DefaultOptions(), o.load)
 	get(t, c, "k", "k#1", SourceLoaded)
 	c.Close()
 	c.Close()
@@ -574,8 +728,8 @@ func residentCost[V any](c *Cache[V]) int64 {
 		return false
 	})
 	c.window.mu.Lock()
-	for _, el := range c.window.items {
-		sum += el.Value.(*windowItem[V]).e.cost
+	for _, e := range c.window.lru.Values() {
+		sum += e.cost
 	}
 	c.window.mu.Unlock()
 	return sum
@@ -589,7 +743,7 @@ func TestBudget(t *testing.T) {
 		const maxBytes = 8 << 20
 		rng := rand.New(rand.NewPCG(1, 2))
 		var costs sync.Map // key → cost of its next load
-		c := newCache(t, Options{MaxBytes: maxBytes}, func(_ context.Context, key string) Result[string] {
+		c := newCache(t, withOptions(func(o *Options) { o.MaxBytes = maxBytes }), func(_ context.Context, key string) Result[string] {
 			cost, _ := costs.Load(key)
 			return Result[string]{Value: key, Cost: cost.(int64)}
 		})
@@ -646,7 +800,7 @@ func TestJustLoadedIsInMemoryNearBudget(t *testing.T) {
 		cost     = 16 << 10
 	)
 	o := newOrigin(Result[string]{Cost: cost})
-	c := newCache(t, Options{MaxBytes: maxBytes}, o.load)
+	c := newCache(t, withOptions(func(o *Options) { o.MaxBytes = maxBytes }), o.load)
 	defer c.Close()
 	ctx := context.Background()
 
@@ -686,7 +840,7 @@ func TestJustLoadedIsInMemoryNearBudget(t *testing.T) {
 func TestRefusedValueIsServedFromWindow(t *testing.T) {
 	const maxBytes = 1 << 20
 	o := newOrigin(Result[string]{Cost: 10_000})
-	c := newCache(t, Options{MaxBytes: maxBytes}, o.load)
+	c := newCache(t, withOptions(func(o *Options) { o.MaxBytes = maxBytes }), o.load)
 	defer c.Close()
 	c.main.Close()
 	var err error
@@ -716,7 +870,9 @@ func TestRefusedValueIsServedFromWindow(t *testing.T) {
 func TestTooLargeValueIsServedNotCached(t *testing.T) {
 	var logs logBuffer
 	o := newOrigin(Result[string]{Cost: 2 << 20})
-	c := newCache(t, Options{MaxBytes: 1 << 20, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, o.load)
+	c := newCache(t, withOptions(func(o *Options) {
+		o.MaxBytes, o.Logger = 1<<20, slog.New(slog.NewJSONHandler(&logs, nil))
+	}), o.load)
 	defer c.Close()
 	get(t, c, "big", "big#1", SourceLoaded)
 	get(t, c, "big", "big#2", SourceLoaded)
@@ -732,7 +888,10 @@ func TestAdmissionWindow(t *testing.T) {
 	now := time.Now()
 	later := now.Add(time.Hour)
 	mk := func(cost int64) *entry[string] { return &entry[string]{cost: cost, keepUntil: later} }
-	w := newAdmissionWindow[string](100)
+	w, err := newAdmissionWindow[string](100)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, b, cc := mk(40), mk(40), mk(40)
 	w.put("a", a)
 	w.put("b", b)

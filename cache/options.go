@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/prometheus/common/model"
 )
 
-// Defaults applied by New to zero-valued Options fields.
+// The values DefaultOptions returns.
 const (
 	DefaultMaxBytes      int64         = 64 << 20
 	DefaultMaxAge        time.Duration = 24 * time.Hour
@@ -15,6 +17,7 @@ const (
 	DefaultRetryAfter    time.Duration = time.Minute
 	DefaultMaxRetryAfter time.Duration = 15 * time.Minute
 	DefaultMaxStale      time.Duration = 30 * 24 * time.Hour
+	DefaultMetricsPrefix               = "cache"
 )
 
 // MinMaxBytes is the smallest accepted memory budget: below it the cache
@@ -22,70 +25,91 @@ const (
 // files may be parsed up to 500 KiB).
 const MinMaxBytes int64 = 1 << 20
 
-// Options configures a Cache. A zero field takes its Default value.
+// Options configures a Cache. New uses every field as given: start from
+// DefaultOptions and change what differs. A zero duration means zero where
+// that is safe (MinAge, MaxStale); where it is not (MaxAge, RetryAfter,
+// MaxRetryAfter), New rejects it rather than guess.
 type Options struct {
 	// MaxBytes is the memory budget: the sum of Result.Cost plus the
-	// cache's own per-entry overhead never exceeds it.
+	// cache's own per-entry overhead never exceeds it. At least MinMaxBytes.
 	MaxBytes int64
 	// MaxAge is the upper bound on freshness; a result without a freshness
-	// preference is kept this long.
+	// preference is kept this long. It must be positive: a cache keeping
+	// nothing fresh would load on every Get.
 	MaxAge time.Duration
 	// MinAge is the lower bound on freshness, so that an origin answering
-	// "no-store" cannot make every request refetch.
+	// "no-store" cannot make every request refetch. Zero sets no floor: a
+	// NoStore result is loaded again by the next Get. At most MaxAge.
 	MinAge time.Duration
 	// RetryAfter is how long a failed load is trusted before the next
-	// attempt; it doubles with each consecutive failure.
+	// attempt; it doubles with each consecutive failure. It must be
+	// positive: the backoff is what spares a failing source a load per Get.
 	RetryAfter time.Duration
-	// MaxRetryAfter caps the doubling of RetryAfter.
+	// MaxRetryAfter caps the doubling of RetryAfter; at least RetryAfter.
 	MaxRetryAfter time.Duration
 	// MaxStale is how long, counted from its successful load, a good value
-	// keeps being served while later loads fail.
+	// keeps being served while later loads fail. Zero serves no stale
+	// value: once a value is past its freshness, a failed load is returned.
 	MaxStale time.Duration
+	// MetricsPrefix starts the names of the metrics the Cache collects as
+	// a prometheus.Collector ("<prefix>_lookups_total" and so on). It must
+	// make valid metric names.
+	MetricsPrefix string
 	// Logger receives warnings about failed loads and stale serves;
 	// nil discards them.
 	Logger *slog.Logger
 }
 
-// withDefaults validates o and returns a copy with every zero field set to
-// its default. Errors name the offending field.
-func (o Options) withDefaults() (Options, error) {
+// DefaultOptions returns the Options a Cache is meant to run with.
+func DefaultOptions() Options {
+	return Options{
+		MaxBytes:      DefaultMaxBytes,
+		MaxAge:        DefaultMaxAge,
+		MinAge:        DefaultMinAge,
+		RetryAfter:    DefaultRetryAfter,
+		MaxRetryAfter: DefaultMaxRetryAfter,
+		MaxStale:      DefaultMaxStale,
+		MetricsPrefix: DefaultMetricsPrefix,
+	}
+}
+
+// validate reports every invalid field of o, each error naming its field.
+func (o Options) validate() error {
 	var errs []error
+	if o.MaxBytes < MinMaxBytes {
+		errs = append(errs, fmt.Errorf("MaxBytes must be at least %d (1 MiB), got %d", MinMaxBytes, o.MaxBytes))
+	}
 	durations := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
+		name     string
+		v        time.Duration
+		positive bool
 	}{
-		{"MaxAge", &o.MaxAge, DefaultMaxAge},
-		{"MinAge", &o.MinAge, DefaultMinAge},
-		{"RetryAfter", &o.RetryAfter, DefaultRetryAfter},
-		{"MaxRetryAfter", &o.MaxRetryAfter, DefaultMaxRetryAfter},
-		{"MaxStale", &o.MaxStale, DefaultMaxStale},
+		{"MaxAge", o.MaxAge, true},
+		{"MinAge", o.MinAge, false},
+		{"RetryAfter", o.RetryAfter, true},
+		{"MaxRetryAfter", o.MaxRetryAfter, true},
+		{"MaxStale", o.MaxStale, false},
 	}
 	for _, d := range durations {
 		switch {
-		case *d.v < 0:
-			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, *d.v))
-		case *d.v == 0:
-			*d.v = d.def
+		case d.v < 0:
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.name, d.v))
+		case d.v == 0 && d.positive:
+			errs = append(errs, fmt.Errorf("%s must be positive, got 0", d.name))
 		}
 	}
-	switch {
-	case o.MaxBytes == 0:
-		o.MaxBytes = DefaultMaxBytes
-	case o.MaxBytes < MinMaxBytes:
-		errs = append(errs, fmt.Errorf("MaxBytes must be at least %d (1 MiB), got %d", MinMaxBytes, o.MaxBytes))
-	}
-	if o.MinAge > 0 && o.MaxAge > 0 && o.MinAge > o.MaxAge {
+	if o.MinAge > o.MaxAge && o.MaxAge > 0 {
 		errs = append(errs, fmt.Errorf("MinAge (%s) must not exceed MaxAge (%s)", o.MinAge, o.MaxAge))
 	}
-	if o.RetryAfter > 0 && o.MaxRetryAfter > 0 && o.RetryAfter > o.MaxRetryAfter {
+	if o.RetryAfter > o.MaxRetryAfter && o.MaxRetryAfter > 0 {
 		errs = append(errs, fmt.Errorf("RetryAfter (%s) must not exceed MaxRetryAfter (%s)", o.RetryAfter, o.MaxRetryAfter))
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+	// Checking one full name checks the prefix: the suffixes are valid.
+	if o.MetricsPrefix == "" || !model.LegacyValidation.IsValidMetricName(o.MetricsPrefix+"_bytes") {
+		errs = append(errs, fmt.Errorf("MetricsPrefix %q does not make valid metric names (letters, digits, _ and :, not starting with a digit)", o.MetricsPrefix))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return Options{}, fmt.Errorf("cache: invalid options: %w", err)
+		return fmt.Errorf("cache: invalid options: %w", err)
 	}
-	return o, nil
+	return nil
 }

@@ -1,10 +1,13 @@
 package cache
 
 import (
-	"container/list"
+	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // admissionWindow is a small byte-bounded LRU for entries ristretto refused
@@ -15,24 +18,22 @@ import (
 type admissionWindow[V any] struct {
 	mu       sync.Mutex
 	maxBytes int64
-	used     int64
-	order    *list.List // of *windowItem[V], most recently used first
-	items    map[string]*list.Element
+	used     int64 // kept by the LRU's eviction callback, which every removal calls
+	lru      *simplelru.LRU[string, *entry[V]]
 
 	evictions, expirations atomic.Uint64
 }
 
-type windowItem[V any] struct {
-	key string
-	e   *entry[V]
-}
-
-func newAdmissionWindow[V any](maxBytes int64) *admissionWindow[V] {
-	return &admissionWindow[V]{
-		maxBytes: maxBytes,
-		order:    list.New(),
-		items:    make(map[string]*list.Element),
+func newAdmissionWindow[V any](maxBytes int64) (*admissionWindow[V], error) {
+	w := &admissionWindow[V]{maxBytes: maxBytes}
+	// Bytes bound the window, not a count: put evicts to fit maxBytes, so
+	// the LRU's own bound is set out of reach.
+	lru, err := simplelru.NewLRU(math.MaxInt, func(_ string, e *entry[V]) { w.used -= e.cost })
+	if err != nil {
+		return nil, fmt.Errorf("admission window: %w", err)
 	}
+	w.lru = lru
+	return w, nil
 }
 
 // get returns the entry for key, or nil if there is none or it is past its
@@ -40,18 +41,16 @@ func newAdmissionWindow[V any](maxBytes int64) *admissionWindow[V] {
 func (w *admissionWindow[V]) get(key string, now time.Time) *entry[V] {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	el, ok := w.items[key]
+	e, ok := w.lru.Get(key)
 	if !ok {
 		return nil
 	}
-	it := el.Value.(*windowItem[V])
-	if !now.Before(it.e.keepUntil) {
-		w.drop(el)
+	if !now.Before(e.keepUntil) {
+		w.lru.Remove(key)
 		w.expirations.Add(1)
 		return nil
 	}
-	w.order.MoveToFront(el)
-	return it.e
+	return e
 }
 
 // put stores e for key, evicting the least recently used entries to make
@@ -59,17 +58,17 @@ func (w *admissionWindow[V]) get(key string, now time.Time) *entry[V] {
 func (w *admissionWindow[V]) put(key string, e *entry[V]) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if el, ok := w.items[key]; ok {
-		w.drop(el)
-	}
+	// Removed rather than replaced by Add, which would skip the callback
+	// that accounts for the old entry's bytes.
+	w.lru.Remove(key)
 	if e.cost > w.maxBytes {
 		return false
 	}
 	for w.used+e.cost > w.maxBytes {
-		w.drop(w.order.Back())
+		w.lru.RemoveOldest()
 		w.evictions.Add(1)
 	}
-	w.items[key] = w.order.PushFront(&windowItem[V]{key: key, e: e})
+	w.lru.Add(key, e)
 	w.used += e.cost
 	return true
 }
@@ -78,15 +77,7 @@ func (w *admissionWindow[V]) put(key string, e *entry[V]) bool {
 func (w *admissionWindow[V]) remove(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if el, ok := w.items[key]; ok {
-		w.drop(el)
-	}
-}
-
-func (w *admissionWindow[V]) drop(el *list.Element) {
-	it := w.order.Remove(el).(*windowItem[V])
-	delete(w.items, it.key)
-	w.used -= it.e.cost
+	w.lru.Remove(key)
 }
 
 // bytes returns the cost currently held.
@@ -100,7 +91,5 @@ func (w *admissionWindow[V]) bytes() int64 {
 func (w *admissionWindow[V]) clear() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.order.Init()
-	clear(w.items)
-	w.used = 0
+	w.lru.Purge()
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -132,4 +133,47 @@ func signLeafWithKey(ca *CA, host string, key crypto.Signer) (*tls.Certificate, 
 		return nil, err
 	}
 	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// BenchmarkLeafCache measures the leaf cache alone, full at its default
+// size: get of a cached host, and put of a new host, which evicts the least
+// recently used one.
+func BenchmarkLeafCache(b *testing.B) {
+	hosts := make([]string, 2*DefaultMaxCachedHosts)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("host-%06d.example.com", i)
+	}
+	cert := &tls.Certificate{}
+	now := time.Now()
+	renewAt := now.Add(time.Hour)
+	fill := func(b *testing.B) *leafCache {
+		c, err := newLeafCache(DefaultMaxCachedHosts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, h := range hosts[:DefaultMaxCachedHosts] {
+			c.put(h, cert, renewAt)
+		}
+		return c
+	}
+	b.Run("get", func(b *testing.B) {
+		c := fill(b)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, ok := c.get(hosts[i%DefaultMaxCachedHosts], now); !ok {
+				b.Fatal("cached host not found")
+			}
+			i++
+		}
+	})
+	b.Run("put-evict", func(b *testing.B) {
+		c := fill(b)
+		b.ReportAllocs()
+		i := DefaultMaxCachedHosts
+		for b.Loop() {
+			c.put(hosts[i%len(hosts)], cert, renewAt) // a host evicted DefaultMaxCachedHosts puts ago
+			i++
+		}
+	})
 }

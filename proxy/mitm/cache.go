@@ -1,33 +1,34 @@
 package mitm
 
 import (
-	"container/list"
 	"crypto/tls"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // leafCache keeps the most recently used leaves, at most max of them. It is
-// safe for concurrent use.
+// safe for concurrent use. It locks a simplelru itself, rather than use the
+// locked lru.Cache, so that get can drop a leaf due for renewal in the same
+// critical section that found it.
 type leafCache struct {
-	mu     sync.Mutex
-	max    int
-	recent *list.List               // of *cachedLeaf, most recently used first
-	byHost map[string]*list.Element // leafHost.name → element of recent
+	mu  sync.Mutex
+	lru *simplelru.LRU[string, cachedLeaf] // leafHost.name → leaf
 }
 
 type cachedLeaf struct {
-	host    string
 	cert    *tls.Certificate
 	renewAt time.Time // from then on the leaf is re-signed rather than served
 }
 
-func newLeafCache(maxHosts int) *leafCache {
-	return &leafCache{
-		max:    maxHosts,
-		recent: list.New(),
-		byHost: make(map[string]*list.Element, min(maxHosts, 1024)),
+func newLeafCache(maxHosts int) (*leafCache, error) {
+	lru, err := simplelru.NewLRU[string, cachedLeaf](maxHosts, nil)
+	if err != nil {
+		return nil, fmt.Errorf("leaf cache of %d hosts: %w", maxHosts, err)
 	}
+	return &leafCache{lru: lru}, nil
 }
 
 // get returns the cached leaf for host unless it is due for renewal at now,
@@ -35,18 +36,15 @@ func newLeafCache(maxHosts int) *leafCache {
 func (c *leafCache) get(host string, now time.Time) (*tls.Certificate, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	elem, ok := c.byHost[host]
+	leaf, ok := c.lru.Get(host)
 	if !ok {
 		return nil, false
 	}
-	entry := elem.Value.(*cachedLeaf)
-	if !now.Before(entry.renewAt) {
-		c.recent.Remove(elem)
-		delete(c.byHost, host)
+	if !now.Before(leaf.renewAt) {
+		c.lru.Remove(host)
 		return nil, false
 	}
-	c.recent.MoveToFront(elem)
-	return entry.cert, true
+	return leaf.cert, true
 }
 
 // put stores a leaf for host, evicting the least recently used one when the
@@ -54,21 +52,11 @@ func (c *leafCache) get(host string, now time.Time) (*tls.Certificate, bool) {
 func (c *leafCache) put(host string, cert *tls.Certificate, renewAt time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if elem, ok := c.byHost[host]; ok {
-		elem.Value = &cachedLeaf{host: host, cert: cert, renewAt: renewAt}
-		c.recent.MoveToFront(elem)
-		return
-	}
-	if c.recent.Len() >= c.max {
-		oldest := c.recent.Back()
-		c.recent.Remove(oldest)
-		delete(c.byHost, oldest.Value.(*cachedLeaf).host)
-	}
-	c.byHost[host] = c.recent.PushFront(&cachedLeaf{host: host, cert: cert, renewAt: renewAt})
+	c.lru.Add(host, cachedLeaf{cert: cert, renewAt: renewAt})
 }
 
 func (c *leafCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.recent.Len()
+	return c.lru.Len()
 }

@@ -9,7 +9,10 @@ import (
 func TestLeafCacheReplaceAndEvict(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	later := now.Add(time.Hour)
-	c := newLeafCache(2)
+	c, err := newLeafCache(2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a1, a2, b, d := &tls.Certificate{}, &tls.Certificate{}, &tls.Certificate{}, &tls.Certificate{}
 
 	c.put("a", a1, later)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -50,13 +51,15 @@ type IssuerStats struct {
 
 // Issuer signs leaf certificates with a CA for intercepted TLS connections,
 // all sharing one key pair, and caches them per host. It is safe for
-// concurrent use.
+// concurrent use. It is a prometheus.Collector of its Stats (see Collect).
 type Issuer struct {
 	ca      *CA
 	leafKey *ecdsa.PrivateKey
 	cache   *leafCache // nil when caching is disabled
 	signing singleflight.Group
 	signed  atomic.Uint64
+
+	signedDesc, cachedDesc *prometheus.Desc
 }
 
 // NewIssuer returns an Issuer signing with ca. It generates the key pair all
@@ -72,13 +75,22 @@ func NewIssuer(ca *CA, opts IssuerOptions) (*Issuer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new issuer: generate leaf key: %w", err)
 	}
-	iss := &Issuer{ca: ca, leafKey: key}
+	iss := &Issuer{
+		ca:      ca,
+		leafKey: key,
+		signedDesc: prometheus.NewDesc("robotsgate_mitm_leaves_signed_total",
+			"Leaf certificates signed for intercepted hosts.", nil, nil),
+		cachedDesc: prometheus.NewDesc("robotsgate_mitm_cached_hosts",
+			"Hosts whose leaf certificate is cached.", nil, nil),
+	}
 	if !opts.DisableCache {
 		maxHosts := opts.MaxCachedHosts
 		if maxHosts == 0 {
 			maxHosts = DefaultMaxCachedHosts
 		}
-		iss.cache = newLeafCache(maxHosts)
+		if iss.cache, err = newLeafCache(maxHosts); err != nil {
+			return nil, fmt.Errorf("new issuer: %w", err)
+		}
 	}
 	return iss, nil
 }
@@ -130,6 +142,19 @@ func (iss *Issuer) Stats() IssuerStats {
 		stats.CachedHosts = iss.cache.len()
 	}
 	return stats
+}
+
+// Describe implements prometheus.Collector.
+func (iss *Issuer) Describe(ch chan<- *prometheus.Desc) {
+	ch <- iss.signedDesc
+	ch <- iss.cachedDesc
+}
+
+// Collect implements prometheus.Collector, reading Stats at scrape time.
+func (iss *Issuer) Collect(ch chan<- prometheus.Metric) {
+	s := iss.Stats()
+	ch <- prometheus.MustNewConstMetric(iss.signedDesc, prometheus.CounterValue, float64(s.LeavesSigned))
+	ch <- prometheus.MustNewConstMetric(iss.cachedDesc, prometheus.GaugeValue, float64(s.CachedHosts))
 }
 
 func (iss *Issuer) leafFor(h leafHost) (*tls.Certificate, error) {
