@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"os"
 
+	"robotsgate/cache"
 	"robotsgate/proxy"
 	"robotsgate/proxy/destination"
+	"robotsgate/proxy/mitm"
 	"robotsgate/robots/fetch"
 )
 
@@ -85,4 +87,38 @@ func (c *Config) ClientLimits() proxy.ClientLimits {
 		MaxURLBytes:    int(c.MaxURLBytes),
 		MaxConnections: c.MaxConnections,
 	}
+}
+
+// CacheOptions are the robots.txt cache's options: its defaults, changed
+// where a variable says so. Every value passes as it is: a zero
+// ROBOTSGATE_MAX_STALE serves no stale copy, a zero
+// ROBOTSGATE_CACHE_MIN_AGE sets no floor.
+func (c *Config) CacheOptions(log *slog.Logger) cache.Options {
+	o := cache.DefaultOptions()
+	o.MaxBytes = int64(c.CacheMaxBytes)
+	o.MaxAge = c.CacheMaxAge
+	o.MinAge = c.CacheMinAge
+	o.RetryAfter = c.UnreachableRetry
+	o.MaxStale = c.MaxStale
+	o.MetricsPrefix = "robotsgate_robots_cache"
+	o.Logger = log
+	return o
+}
+
+// CA is the CA that intercepts HTTPS: the pair in ROBOTSGATE_CA_CERT and
+// ROBOTSGATE_CA_KEY, or the one in ROBOTSGATE_CA_DIR, created there on
+// first use (created says so). Errors name the variables.
+func (c *Config) CA() (ca *mitm.CA, created bool, err error) {
+	if c.CACertFile != "" {
+		ca, err := mitm.LoadCA(c.CACertFile, c.CAKeyFile)
+		if err != nil {
+			return nil, false, fmt.Errorf("ROBOTSGATE_CA_CERT/ROBOTSGATE_CA_KEY: %w", err)
+		}
+		return ca, false, nil
+	}
+	ca, created, err = mitm.LoadOrCreateCA(c.CADir)
+	if err != nil {
+		return nil, false, fmt.Errorf("ROBOTSGATE_CA_DIR: %w", err)
+	}
+	return ca, created, nil
 }

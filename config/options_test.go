@@ -1,13 +1,16 @@
 package config
 
 import (
+	"context"
 	"crypto/x509"
+	"maps"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"robotsgate/cache"
 	"robotsgate/robots/fetch"
 )
 
@@ -98,4 +101,48 @@ func poolOf(t *testing.T, pemData []byte) *x509.CertPool {
 		t.Fatal("no certificate in the test PEM")
 	}
 	return pool
+}
+
+// TestCacheReceives builds the rules cache from an environment and checks
+// the options it works with: zero passes as zero, nothing unset is lost.
+func TestCacheReceives(t *testing.T) {
+	t.Parallel()
+	load := func(context.Context, string) cache.Result[int] { return cache.Result[int]{} }
+	for _, tt := range []struct {
+		name    string
+		environ map[string]string
+		change  func(*cache.Options)
+	}{
+		{"defaults", nil, func(*cache.Options) {}},
+		{"zero means zero", map[string]string{"ROBOTSGATE_MAX_STALE": "0", "ROBOTSGATE_CACHE_MIN_AGE": "0"},
+			func(o *cache.Options) { o.MaxStale, o.MinAge = 0, 0 }},
+		{"every value", map[string]string{
+			"ROBOTSGATE_CACHE_MAX_BYTES": "2MiB", "ROBOTSGATE_CACHE_MAX_AGE": "2h", "ROBOTSGATE_CACHE_MIN_AGE": "5m",
+			"ROBOTSGATE_UNREACHABLE_RETRY": "15m", "ROBOTSGATE_MAX_STALE": "48h",
+		}, func(o *cache.Options) {
+			o.MaxBytes, o.MaxAge, o.MinAge, o.RetryAfter, o.MaxStale = 2<<20, 2*time.Hour, 5*time.Minute, 15*time.Minute, 48*time.Hour
+		}},
+		{"a short max age caps the min age's default", map[string]string{"ROBOTSGATE_CACHE_MAX_AGE": "30s"},
+			func(o *cache.Options) { o.MaxAge, o.MinAge = 30*time.Second, 30*time.Second }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			environ := map[string]string{"ROBOTSGATE_MITM": "false"}
+			maps.Copy(environ, tt.environ)
+			cfg, err := LoadFrom(environ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := cache.New(cfg.CacheOptions(nil), load)
+			if err != nil {
+				t.Fatalf("cache.New rejects what config accepted: %v", err)
+			}
+			defer c.Close()
+			want := cache.DefaultOptions()
+			want.MetricsPrefix = "robotsgate_robots_cache"
+			tt.change(&want)
+			if got := c.Options(); got != want {
+				t.Errorf("the cache works with\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
 }

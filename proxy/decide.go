@@ -235,5 +235,5 @@ func (d *decision) finish() {
 	if err := d.s.opts.Audit.Write(&d.rec); err != nil && d.s.auditErrs.CompareAndSwap(false, true) {
 		d.s.log.Error("audit records are being dropped", "err", err)
 	}
-	d.s.opts.Metrics.observe(&d.rec)
+	d.s.metrics.observe(&d.rec)
 }

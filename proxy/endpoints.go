@@ -10,26 +10,24 @@ import (
 func (s *Server) newEndpoints() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ca.pem", func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.CA == nil {
+		if s.opts.Issuer == nil {
 			http.Error(w, "HTTPS interception is off (ROBOTSGATE_MITM=false): there is no CA to trust.", http.StatusNotFound)
 			return
 		}
 		w.Header().Set("Content-Type", "application/x-pem-file")
 		w.Header().Set("Content-Disposition", `attachment; filename="robotsgate-ca.pem"`)
-		w.Write(s.opts.CA.CertPEM())
+		w.Write(s.opts.Issuer.CA().CertPEM())
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	if s.opts.Metrics != nil {
-		mux.Handle("GET /metrics", s.opts.Metrics.Handler())
-	}
+	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "robotsgate %s: a forward proxy that makes crawlers obey robots.txt (RFC 9309).\n\n", s.opts.Version)
 		fmt.Fprintf(w, "Point a crawler at it with HTTP_PROXY=http://%s and HTTPS_PROXY=http://%s.\n", r.Host, r.Host)
-		if s.opts.CA != nil {
+		if s.opts.Issuer != nil {
 			fmt.Fprintf(w, "HTTPS is intercepted: make the crawler trust the CA at http://%s/ca.pem.\n", r.Host)
 		}
 		fmt.Fprintln(w, "\n/ca.pem   the CA certificate\n/healthz  liveness\n/metrics  Prometheus metrics")

@@ -73,7 +73,7 @@ func TestInfoPage(t *testing.T) {
 // inside an intercepted tunnel.
 func TestMetrics(t *testing.T) {
 	o := startOrigin(t, originConfig{robots: testRobots, tls: true})
-	p := startProxy(t, proxyConfig{mitm: true, metrics: true, roots: o.roots})
+	p := startProxy(t, proxyConfig{mitm: true, roots: o.roots})
 	c := p.client()
 	if resp, _ := do(t, c, "GET", o.URL+"/page", ua(curlUA)); resp.StatusCode != 200 {
 		t.Fatalf("allowed request = %d", resp.StatusCode)
@@ -102,7 +102,7 @@ func TestMetrics(t *testing.T) {
 		`robotsgate_robots_cache_lookups_total{result="miss"} 1`,
 		`robotsgate_robots_cache_lookups_total{result="hit"} 1`,
 		`robotsgate_robots_cache_lookups_total{result="stale"} 0`,
-		`robotsgate_robots_fetches_total{outcome="ok"} 1`,
+		`robotsgate_robots_cache_loads_total{outcome="ok"} 1`,
 		`robotsgate_robots_cache_budget_bytes ` + strconv.FormatFloat(float64(cache.DefaultMaxBytes), 'g', -1, 64),
 		`robotsgate_build_info{version="test"} 1`,
 		`robotsgate_mitm_leaves_signed_total 1`,
@@ -121,9 +121,11 @@ func TestMetrics(t *testing.T) {
 		t.Logf("/metrics:\n%s", body)
 	}
 
+	// Without interception there is no issuer to report on.
 	off := startProxy(t, proxyConfig{})
-	if resp, _ := do(t, off.direct(), "GET", off.url.String()+"/metrics", nil); resp.StatusCode != 404 {
-		t.Errorf("GET /metrics without Metrics = %d, want 404", resp.StatusCode)
+	resp, body = do(t, off.direct(), "GET", off.url.String()+"/metrics", nil)
+	if resp.StatusCode != 200 || strings.Contains(body, "robotsgate_mitm_") || !strings.Contains(body, "robotsgate_robots_cache_lookups_total") {
+		t.Errorf("GET /metrics without interception = %d, mitm metrics %v", resp.StatusCode, strings.Contains(body, "robotsgate_mitm_"))
 	}
 }
 

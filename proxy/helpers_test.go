@@ -146,12 +146,11 @@ func (o *origin) robotsFetches() int {
 
 // proxyConfig is what a test varies about the Server under test.
 type proxyConfig struct {
-	mode    Mode
-	mitm    bool
-	roots   *x509.CertPool // origins the proxy (and its robots.txt fetcher) trusts
-	idle    time.Duration
-	metrics bool
-	audit   io.Writer // nil: a buffer the test reads with records()
+	mode  Mode
+	mitm  bool
+	roots *x509.CertPool // origins the proxy (and its robots.txt fetcher) trusts
+	idle  time.Duration
+	audit io.Writer // nil: a buffer the test reads with records()
 	// onAuditError and client, when set, go to Options as they are.
 	onAuditError AuditOnError
 	client       ClientLimits
@@ -184,7 +183,9 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 	p := &testProxy{t: t, logs: &lockedBuffer{}, served: make(chan error, 1)}
 	fetcher := fetch.New(fetch.Options{UserAgent: "robotsgate-test", RootCAs: cfg.roots, Timeout: testTimeout})
 	t.Cleanup(fetcher.Close)
-	rules, err := cache.New(cache.Options{}, fetcher.Load)
+	cacheOpts := cache.DefaultOptions()
+	cacheOpts.MetricsPrefix = "robotsgate_robots_cache"
+	rules, err := cache.New(cacheOpts, fetcher.Load)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,14 +220,7 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.ca, opts.CA, opts.Issuer = ca, ca, issuer
-	}
-	if cfg.metrics {
-		src := MetricSources{Cache: rules.Stats}
-		if opts.Issuer != nil {
-			src.Issuer = opts.Issuer.Stats
-		}
-		opts.Metrics = NewMetrics("test", src)
+		p.ca, opts.Issuer = ca, issuer
 	}
 	if cfg.idle != 0 {
 		opts.Client.IdleTimeout = cfg.idle

@@ -8,9 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"robotsgate/cache"
 	"robotsgate/proxy/audit"
-	"robotsgate/proxy/mitm"
 )
 
 // Metrics are the proxy's Prometheus metrics, served at /metrics.
@@ -21,15 +19,10 @@ type Metrics struct {
 	bytes    prometheus.Counter
 }
 
-// MetricSources are read at every scrape; either may be nil.
-type MetricSources struct {
-	Cache  func() cache.Stats
-	Issuer func() mitm.IssuerStats
-}
-
-// NewMetrics registers robotsgate's metrics, the Go runtime's and the
-// process's in a registry of their own.
-func NewMetrics(version string, src MetricSources) *Metrics {
+// newMetrics registers robotsgate's metrics, the Go runtime's, the
+// process's, and those of every dependency that collects its own (the
+// rules cache, the leaf issuer), in a registry of their own.
+func newMetrics(version string, dependencies ...any) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -52,17 +45,10 @@ func NewMetrics(version string, src MetricSources) *Metrics {
 			Name: "robotsgate_build_info", Help: "Always 1; the version is a label.",
 			ConstLabels: prometheus.Labels{"version": version},
 		}, func() float64 { return 1 }))
-	if src.Cache != nil {
-		m.registry.MustRegister(newCacheCollector(src.Cache))
-	}
-	if src.Issuer != nil {
-		m.registry.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name: "robotsgate_mitm_leaves_signed_total", Help: "Leaf certificates signed for intercepted hosts.",
-			}, func() float64 { return float64(src.Issuer().LeavesSigned) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "robotsgate_mitm_cached_hosts", Help: "Hosts whose leaf certificate is cached.",
-			}, func() float64 { return float64(src.Issuer().CachedHosts) }))
+	for _, dep := range dependencies {
+		if c, ok := dep.(prometheus.Collector); ok {
+			m.registry.MustRegister(c)
+		}
 	}
 	return m
 }
@@ -70,9 +56,6 @@ func NewMetrics(version string, src MetricSources) *Metrics {
 // registerServer adds what the Server itself counts: client connections,
 // refusals at the connection bound and the audit log's state.
 func (m *Metrics) registerServer(s *Server) {
-	if m == nil {
-		return
-	}
 	m.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "robotsgate_client_connections", Help: "Client connections open, tunnels included.",
@@ -100,51 +83,8 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 func (m *Metrics) observe(rec *audit.Record) {
-	if m == nil {
-		return
-	}
 	forwarded := strconv.FormatBool(rec.Forwarded)
 	m.requests.WithLabelValues(rec.Verdict, rec.Mode, forwarded).Inc()
 	m.duration.WithLabelValues(forwarded).Observe(rec.Duration / 1000)
 	m.bytes.Add(float64(rec.Bytes))
-}
-
-// cacheCollector turns the robots.txt cache's counters into metrics at
-// scrape time, so the cache keeps one set of counters.
-type cacheCollector struct {
-	stats                                    func() cache.Stats
-	lookups, loads, evictions, bytes, budget *prometheus.Desc
-}
-
-func newCacheCollector(stats func() cache.Stats) *cacheCollector {
-	return &cacheCollector{
-		stats: stats,
-		lookups: prometheus.NewDesc("robotsgate_robots_cache_lookups_total",
-			"robots.txt cache lookups, by result (hit, miss, stale: origin unreachable, last good copy served).", []string{"result"}, nil),
-		loads: prometheus.NewDesc("robotsgate_robots_fetches_total",
-			"robots.txt fetches, by outcome (ok, unavailable, unreachable).", []string{"outcome"}, nil),
-		evictions: prometheus.NewDesc("robotsgate_robots_cache_evictions_total",
-			"Origins evicted from the robots.txt cache to stay within its memory budget.", nil, nil),
-		bytes:  prometheus.NewDesc("robotsgate_robots_cache_bytes", "Memory charged to the robots.txt cache.", nil, nil),
-		budget: prometheus.NewDesc("robotsgate_robots_cache_budget_bytes", "The robots.txt cache's memory budget.", nil, nil),
-	}
-}
-
-func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.lookups, c.loads, c.evictions, c.bytes, c.budget} {
-		ch <- d
-	}
-}
-
-func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.stats()
-	ch <- prometheus.MustNewConstMetric(c.lookups, prometheus.CounterValue, float64(s.Hits), "hit")
-	ch <- prometheus.MustNewConstMetric(c.lookups, prometheus.CounterValue, float64(s.Misses), "miss")
-	ch <- prometheus.MustNewConstMetric(c.lookups, prometheus.CounterValue, float64(s.StaleServes), "stale")
-	for outcome, n := range s.Loads {
-		ch <- prometheus.MustNewConstMetric(c.loads, prometheus.CounterValue, float64(n), outcome)
-	}
-	ch <- prometheus.MustNewConstMetric(c.evictions, prometheus.CounterValue, float64(s.Evictions))
-	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.CostBytes))
-	ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(s.MaxBytes))
 }

@@ -44,24 +44,24 @@ type RulesCache interface {
 	Get(ctx context.Context, origin string) (*fetch.Result, cache.Info, error)
 }
 
-// Options configure a Server. Rules and Audit are required.
+// Options configure a Server. Rules and Audit are required. A dependency
+// that is a prometheus.Collector (the rules cache, the Issuer) has its
+// metrics served at /metrics.
 type Options struct {
 	Mode  Mode
 	Rules RulesCache
 	Audit *audit.Writer
 	// AuditOnError: "" means AuditRefuse.
 	AuditOnError AuditOnError
-	// Issuer intercepts HTTPS; nil tunnels TLS blind, judged by host.
+	// Issuer intercepts HTTPS, its CA offered at /ca.pem; nil tunnels
+	// TLS blind, judged by host.
 	Issuer *mitm.Issuer
-	// CA is offered at /ca.pem; nil when interception is off.
-	CA *mitm.CA
 	// Destinations are never connected to, for forwarded requests and
 	// tunnels alike; nil denies nothing.
 	Destinations *destination.Policy
 	Upstream     UpstreamOptions
 	Client       ClientLimits
 	Logger       *slog.Logger
-	Metrics      *Metrics // nil: no /metrics
 	Version      string
 }
 
@@ -122,6 +122,7 @@ type Server struct {
 	dialer      *net.Dialer
 	transport   *http.Transport
 	endpoints   http.Handler
+	metrics     *Metrics
 	errorLog    *log.Logger // net/http's own complaints, at debug level
 	copyBuffers bufferPool
 
@@ -160,6 +161,11 @@ func New(opts Options) (*Server, error) {
 	}
 	opts.Client.setDefaults()
 	s := &Server{opts: opts, log: opts.Logger}
+	collected := []any{opts.Rules}
+	if opts.Issuer != nil { // a nil *Issuer in an interface is not nil
+		collected = append(collected, opts.Issuer)
+	}
+	s.metrics = newMetrics(opts.Version, collected...)
 	s.conns = newConnTracker(opts.Client.IdleTimeout, opts.Client.MaxConnections)
 	s.dialer = opts.Destinations.Dialer(net.Dialer{Timeout: opts.Upstream.DialTimeout, KeepAlive: 30 * time.Second})
 	s.transport = newTransport(opts.Upstream, s.dialer)
@@ -194,7 +200,7 @@ func New(opts Options) (*Server, error) {
 		ErrorLog:          errorLog,
 		ConnContext:       tunnelContext,
 	}
-	opts.Metrics.registerServer(s)
+	s.metrics.registerServer(s)
 	return s, nil
 }
 

@@ -55,7 +55,8 @@ const (
 	// DefaultMaxPending bounds the records kept while the log cannot be
 	// written; past it new records are dropped and counted.
 	DefaultMaxPending = 8 << 20
-	// flushAt is how much is buffered before a Write flushes at once.
+	// flushAt is how much is buffered before the flush loop is asked to
+	// write at once rather than at its next tick.
 	flushAt = 64 << 10
 )
 
@@ -92,6 +93,9 @@ type Writer struct {
 	file    io.Closer // nil for standard output
 	failing atomic.Bool
 
+	// full asks the flush loop to write now: a request never writes to
+	// the sink itself, so a slow sink delays no request.
+	full chan struct{}
 	done chan struct{}
 	wg   sync.WaitGroup
 }
@@ -114,7 +118,7 @@ func NewWriter(w io.Writer, closer io.Closer, opts Options) *Writer {
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending
 	}
-	aw := &Writer{opts: opts, sink: w, file: closer, done: make(chan struct{})}
+	aw := &Writer{opts: opts, sink: w, file: closer, full: make(chan struct{}, 1), done: make(chan struct{})}
 	aw.wg.Add(1)
 	go aw.flushLoop()
 	return aw
@@ -130,6 +134,10 @@ func (w *Writer) flushLoop() {
 			return
 		case <-ticker.C:
 			w.flush()
+		case <-w.full:
+			if !w.failing.Load() { // a failing log is retried on the ticker
+				w.flush()
+			}
 		}
 	}
 }
@@ -156,8 +164,11 @@ func (w *Writer) Write(rec *Record) error {
 	w.pending = append(w.pending, line...)
 	full := len(w.pending) >= flushAt
 	w.mu.Unlock()
-	if full && !w.failing.Load() {
-		w.flush()
+	if full {
+		select {
+		case w.full <- struct{}{}:
+		default: // a flush is asked for already
+		}
 	}
 	return nil
 }

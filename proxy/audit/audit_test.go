@@ -237,6 +237,54 @@ func TestConcurrentWritersWholeLines(t *testing.T) {
 	}
 }
 
+// stalledSink is a log whose writes wait until released, like a pipe to a
+// reader that has stopped reading.
+type stalledSink struct {
+	lockedBuffer
+	release chan struct{}
+}
+
+func (s *stalledSink) Write(p []byte) (int, error) {
+	<-s.release
+	return s.lockedBuffer.Write(p)
+}
+
+// TestSlowSinkDelaysNoWrite: while the sink hangs, Write still returns at
+// once, past the point where the buffer asks for a flush; the records
+// reach the sink once it moves again.
+func TestSlowSinkDelaysNoWrite(t *testing.T) {
+	sink := &stalledSink{release: make(chan struct{})}
+	w := NewWriter(sink, nil, Options{})
+	const records = 400 // ~300 KiB: several times the flush threshold
+	padding := strings.Repeat("x", 700)
+	wrote := make(chan error, 1)
+	go func() {
+		for i := range records {
+			if err := w.Write(&Record{Decision: robots.Decision{URL: fmt.Sprint(i), UserAgent: padding}}); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(sink.release)
+		t.Fatal("Write waited for the stalled sink")
+	}
+	close(sink.release)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(decodeLines(t, sink.String())); got != records {
+		t.Errorf("%d records reached the sink, want %d", got, records)
+	}
+}
+
 func TestCloseFlushesAndIsIdempotent(t *testing.T) {
 	var buf lockedBuffer
 	var closer countingCloser

@@ -95,6 +95,10 @@ func NewIssuer(ca *CA, opts IssuerOptions) (*Issuer, error) {
 	return iss, nil
 }
 
+// CA returns the CA that signs the Issuer's leaves, the one clients must
+// trust.
+func (iss *Issuer) CA() *CA { return iss.ca }
+
 // TLSConfig returns the server-side TLS configuration for a connection a
 // client opened with CONNECT connectTarget ("host:port", or a bare host). The
 // leaf is chosen during the handshake for the client's SNI name, or for the

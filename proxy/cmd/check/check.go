@@ -37,8 +37,8 @@ type Fetcher interface {
 type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	Fetcher        Fetcher       // used when -robots is not given
-	Parser         robots.Parser // parses a -robots file
+	Fetcher        Fetcher       // used when -robots is not given; KeepIgnored to list ignored lines
+	Parser         robots.Parser // parses a -robots file; KeepIgnored to list ignored lines
 }
 
 const usage = `usage: robotsgate check -user-agent UA [-robots FILE] [-json] [URL ...]
@@ -90,6 +90,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 			return ExitUsage
 		}
 		c.file, c.fileName = env.Parser.Parse(body), *robotsFile
+		c.reportIgnored(*robotsFile, c.file)
 	} else if env.Fetcher == nil {
 		fmt.Fprintln(env.Stderr, "robotsgate check: no robots.txt fetcher available; use -robots FILE")
 		return ExitUsage
@@ -199,6 +200,7 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 				return false
 			}
 			c.fetched[origin] = result
+			c.reportIgnored(origin+"/robots.txt", result.Robots)
 		}
 		out.RobotsTxt, out.RobotsOutcome, out.RobotsStatus = origin+"/robots.txt", result.Outcome.String(), result.Status
 		v = result.Check(c.token, path)
@@ -224,4 +226,14 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 	}
 	fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\n", verdict, token, rawURL, out.Reason)
 	return true
+}
+
+// reportIgnored lists on standard error the lines of a robots.txt that did
+// not count, so that a site owner sees what a crawler will not obey.
+// Parsers and fetchers that keep no such lines (robots.Parser.KeepIgnored)
+// report nothing.
+func (c *checker) reportIgnored(name string, r *robots.Robots) {
+	for _, l := range r.Ignored() {
+		fmt.Fprintf(c.env.Stderr, "robotsgate check: %s: %s\n", name, l)
+	}
 }

@@ -155,6 +155,42 @@ func TestCheckInterruptedWaitingForInput(t *testing.T) {
 	}
 }
 
+// TestCheckListsIgnoredLines: the lines that do not count are listed on
+// standard error, for a file and for a fetched robots.txt alike.
+func TestCheckListsIgnoredLines(t *testing.T) {
+	const body = "User-agent: *\nDisalow: /typo\nDisallow: private\nCrawl-delay: soon\n"
+	want := []string{`line 2: unknown key "Disalow"`, "line 3:", "line 4:"}
+	path := filepath.Join(t.TempDir(), "robots.txt")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }))
+	defer origin.Close()
+	fetcher := fetch.New(fetch.Options{Timeout: 5 * time.Second, KeepIgnored: true})
+	defer fetcher.Close()
+
+	for name, args := range map[string][]string{
+		"file":    {"-user-agent", "x", "-robots", path, "/a", "/b"},
+		"fetched": {"-user-agent", "x", origin.URL + "/a", origin.URL + "/b"},
+	} {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errOut, Fetcher: fetcher,
+			Parser: robots.Parser{KeepIgnored: true}})
+		if code != ExitAllowed {
+			t.Errorf("%s: exit %d; stderr %s", name, code, errOut.String())
+		}
+		lines := strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n")
+		if len(lines) != len(want) {
+			t.Fatalf("%s: stderr %q; want %d lines, once per file", name, errOut.String(), len(want))
+		}
+		for i, frag := range want {
+			if !strings.Contains(lines[i], frag) {
+				t.Errorf("%s: stderr line %q lacks %q", name, lines[i], frag)
+			}
+		}
+	}
+}
+
 func TestCheckUsageErrors(t *testing.T) {
 	file := robotsFile(t)
 	for _, c := range []struct {
