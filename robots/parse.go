@@ -44,7 +44,7 @@ func (p Parser) Parse(body []byte) *Robots {
 	// truncated body was cut at the limit, and a cut rule would be a
 	// different rule, so it is dropped.
 	var pending Line
-	for line := range lines(bodyText(body)) {
+	for line := range lines(decodeText(body)) {
 		if pending.Number > 0 {
 			b.add(pending)
 		}
@@ -57,15 +57,6 @@ func (p Parser) Parse(body []byte) *Robots {
 	}
 	b.robots.lines = pending.Number
 	return b.finish()
-}
-
-// bodyText views body as text without copying it. Nothing parsed from the
-// view outlives Parse: finish copies every string the result keeps.
-func bodyText(body []byte) string {
-	if len(body) >= 2 && (body[0] == 0xFF && body[1] == 0xFE || body[0] == 0xFE && body[1] == 0xFF) {
-		return decodeText(body) // UTF-16 is decoded into a new string
-	}
-	return stripBOM(unsafe.String(unsafe.SliceData(body), len(body)))
 }
 
 // group is one group as written: consecutive user-agent lines and the
@@ -208,8 +199,7 @@ func (b *builder) crawlDelay(line Line) {
 const maxCrawlDelay = 24 * time.Hour
 
 // finish merges, per product name, every group naming it, then copies
-// every string the result keeps into one block, so the result holds
-// neither the body nor thousands of small strings.
+// every string the result keeps out of the body's text.
 func (b *builder) finish() *Robots {
 	r := b.robots
 	named := make([]*ruleSet, 0, len(b.names))
@@ -236,46 +226,40 @@ func (b *builder) finish() *Robots {
 		keys = append(keys, ng.key)
 	}
 
-	// Two passes over every kept string: size the block, then copy.
-	visit := func(fn func(*string)) {
-		for _, rules := range unique {
-			for i := range rules {
-				fn(&rules[i].Pattern)
-				if rules[i].pattern.expr != rules[i].Pattern {
-					fn(&rules[i].pattern.expr)
-				}
-			}
-		}
-		for i := range named {
-			fn(&named[i].name)
-			fn(&keys[i])
-		}
-		for i := range r.sitemaps {
-			fn(&r.sitemaps[i])
-		}
-		for i := range r.ignored {
-			fn(&r.ignored[i].Key)
-		}
+	// The kept strings are views of the body's text: copy them, so the
+	// result does not keep the whole text alive. A pattern that needs no
+	// normalising, and a name without upper case, share one copy.
+	var text int64
+	keep := func(s *string) {
+		*s = strings.Clone(*s)
+		text += allocSize(len(*s))
 	}
-	size := 0
-	visit(func(s *string) { size += len(*s) })
-	block := make([]byte, 0, size)
-	visit(func(s *string) {
-		if len(*s) == 0 {
-			return
-		}
-		start := len(block)
-		block = append(block, *s...)
-		// The block never grows past its capacity, so its bytes never
-		// move or change once written.
-		*s = unsafe.String(&block[start], len(*s))
-	})
 	for _, rules := range unique {
 		for i := range rules {
-			if rules[i].pattern.expr == rules[i].Pattern {
-				rules[i].pattern.expr = rules[i].Pattern
+			rule := &rules[i]
+			same := rule.pattern.expr == rule.Pattern
+			keep(&rule.Pattern)
+			if same {
+				rule.pattern.expr = rule.Pattern
+			} else {
+				keep(&rule.pattern.expr)
 			}
 		}
+	}
+	for i, rs := range named {
+		same := keys[i] == rs.name
+		keep(&rs.name)
+		if same {
+			keys[i] = rs.name
+		} else {
+			keep(&keys[i])
+		}
+	}
+	for i := range r.sitemaps {
+		keep(&r.sitemaps[i])
+	}
+	for i := range r.ignored {
+		keep(&r.ignored[i].Key)
 	}
 
 	if len(named) > 0 {
@@ -290,15 +274,15 @@ func (b *builder) finish() *Robots {
 	}
 	r.sitemaps = slices.Clip(r.sitemaps)
 	r.ignored = slices.Clip(r.ignored)
-	r.retained = retainedSize(r, unique, size)
+	r.retained = retainedSize(r, unique, text)
 	return r
 }
 
-// retainedSize estimates the heap r keeps: the string block, the rule
-// slices, one header per name, the map and the two lists, each rounded up
-// as the allocator does.
-func retainedSize(r *Robots, unique [][]Rule, block int) int64 {
-	n := allocSize(int(unsafe.Sizeof(*r))) + allocSize(block)
+// retainedSize estimates the heap r keeps: the kept strings (text, already
+// summed), the rule slices, one header per name, the map and the two
+// lists, each rounded up as the allocator does.
+func retainedSize(r *Robots, unique [][]Rule, text int64) int64 {
+	n := allocSize(int(unsafe.Sizeof(*r))) + text
 	for _, rules := range unique {
 		n += allocSize(int(unsafe.Sizeof(Rule{})) * cap(rules))
 	}
