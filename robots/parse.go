@@ -145,7 +145,7 @@ func (b *builder) userAgent(line Line) {
 	if global {
 		name = "*"
 	} else {
-		key = asciiLower(name)
+		key = lowerASCII(name)
 	}
 	if b.names == nil {
 		b.names = make(map[string]*nameGroups)
@@ -410,7 +410,7 @@ func ProductName(value string) (name string, global bool) {
 }
 
 func isNameByte(c byte) bool {
-	if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+	if isAlnum(c) {
 		return true
 	}
 	switch c {
@@ -418,15 +418,4 @@ func isNameByte(c byte) bool {
 		return true
 	}
 	return false
-}
-
-// asciiLower lower-cases the ASCII letters of s, without copying s when
-// it has none.
-func asciiLower(s string) string {
-	for i := 0; i < len(s); i++ {
-		if 'A' <= s[i] && s[i] <= 'Z' {
-			return string(lowerASCII(make([]byte, 0, len(s)), s))
-		}
-	}
-	return s
 }
