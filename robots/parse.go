@@ -20,11 +20,17 @@ type Parser struct {
 	// result says so ([Robots.Truncated]). Zero or less means
 	// DefaultMaxBytes.
 	MaxBytes int
+	// KeepIgnored keeps every ignored line ([Robots.Ignored]) for a tool
+	// that shows them. Without it only their number is kept
+	// ([Robots.IgnoredCount]): a list of them would cost a cache that
+	// never shows it many times the memory of the rules on a file of
+	// junk.
+	KeepIgnored bool
 }
 
-// Parse parses body with the default parse limit. It never fails: a
-// malformed file yields the rules that parse, and the lines that did not
-// are listed by [Robots.Ignored].
+// Parse parses body with the default parse limit, keeping no list of
+// ignored lines. It never fails: a malformed file yields the rules that
+// parse, and the lines that did not are counted by [Robots.IgnoredCount].
 func Parse(body []byte) *Robots { return Parser{}.Parse(body) }
 
 // Parse parses body; see the package-level [Parse]. The body is not
@@ -34,7 +40,7 @@ func (p Parser) Parse(body []byte) *Robots {
 	if limit <= 0 {
 		limit = DefaultMaxBytes
 	}
-	b := builder{robots: &Robots{}}
+	b := builder{robots: &Robots{}, keepIgnored: p.KeepIgnored}
 	if len(body) > limit {
 		b.robots.truncated = true
 		body = body[:limit]
@@ -83,9 +89,10 @@ type builder struct {
 	names map[string]*nameGroups
 	// current is the group being filled; open means its user-agent lines
 	// may still grow (no rule since the last user-agent line).
-	current  *group
-	open     bool
-	sitemaps map[string]bool
+	current     *group
+	open        bool
+	sitemaps    map[string]bool
+	keepIgnored bool
 }
 
 type nameGroups struct {
@@ -95,7 +102,10 @@ type nameGroups struct {
 }
 
 func (b *builder) ignore(line int, reason IgnoreReason, key string) {
-	b.robots.ignored = append(b.robots.ignored, IgnoredLine{Line: line, Reason: reason, Key: key})
+	b.robots.ignoredCount++
+	if b.keepIgnored {
+		b.robots.ignored = append(b.robots.ignored, IgnoredLine{Line: line, Reason: reason, Key: key})
+	}
 }
 
 func (b *builder) add(line Line) {
