@@ -175,10 +175,10 @@ func (r *Robots) ruleSetFor(token string) *ruleSet {
 		// string(bytes) does not allocate.
 		var buf [64]byte
 		if len(token) <= len(buf) {
-			if rs := r.agents[string(lowerASCII(buf[:0], token))]; rs != nil {
+			if rs := r.agents[string(appendLowerASCII(buf[:0], token))]; rs != nil {
 				return rs
 			}
-		} else if rs := r.agents[strings.ToLower(token)]; rs != nil {
+		} else if rs := r.agents[lowerASCII(token)]; rs != nil {
 			return rs
 		}
 	}

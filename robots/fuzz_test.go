@@ -23,14 +23,20 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s), "/some/path?q=1")
 	}
 	f.Fuzz(func(t *testing.T, body []byte, path string) {
-		r := Parse(body)
+		r := Parser{KeepIgnored: true}.Parse(body)
 		if r.ParsedBytes() > len(body) || r.Lines() < 1 {
 			t.Fatalf("ParsedBytes %d of %d, Lines %d", r.ParsedBytes(), len(body), r.Lines())
+		}
+		if len(r.Ignored()) != r.IgnoredCount() {
+			t.Fatalf("%d ignored lines kept, IgnoredCount %d", len(r.Ignored()), r.IgnoredCount())
 		}
 		for _, l := range r.Ignored() {
 			if l.Line < 1 || l.Line > r.Lines() {
 				t.Fatalf("ignored line %d outside 1..%d", l.Line, r.Lines())
 			}
+		}
+		if d := Parse(body); d.Ignored() != nil || d.IgnoredCount() != r.IgnoredCount() {
+			t.Fatalf("without KeepIgnored: %d lines kept, IgnoredCount %d, want none and %d", len(d.Ignored()), d.IgnoredCount(), r.IgnoredCount())
 		}
 		if !r.Check("fuzzbot", "/robots.txt").Allowed {
 			t.Fatal("/robots.txt must always be allowed")

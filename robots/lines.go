@@ -209,7 +209,7 @@ func classifyKey(key string) (d Directive, typo bool) {
 	if len(key) > len(buf) {
 		return DirectiveUnknown, false
 	}
-	switch string(lowerASCII(buf[:0], key)) {
+	switch string(appendLowerASCII(buf[:0], key)) {
 	case "user-agent":
 		return DirectiveUserAgent, false
 	case "useragent", "user agent", "user_agent":
@@ -233,19 +233,6 @@ func classifyKey(key string) (d Directive, typo bool) {
 		return DirectiveUnsupported, false
 	}
 	return DirectiveUnknown, false
-}
-
-// lowerASCII appends s to dst with ASCII letters lower-cased. With a stack
-// buffer as dst, comparing or looking up string(result) does not allocate.
-func lowerASCII(dst []byte, s string) []byte {
-	for i := range len(s) {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		dst = append(dst, c)
-	}
-	return dst
 }
 
 func isSpace(c byte) bool {

@@ -20,11 +20,17 @@ type Parser struct {
 	// result says so ([Robots.Truncated]). Zero or less means
 	// DefaultMaxBytes.
 	MaxBytes int
+	// KeepIgnored keeps every ignored line ([Robots.Ignored]) for a tool
+	// that shows them. Without it only their number is kept
+	// ([Robots.IgnoredCount]): a list of them would cost a cache that
+	// never shows it many times the memory of the rules on a file of
+	// junk.
+	KeepIgnored bool
 }
 
-// Parse parses body with the default parse limit. It never fails: a
-// malformed file yields the rules that parse, and the lines that did not
-// are listed by [Robots.Ignored].
+// Parse parses body with the default parse limit, keeping no list of
+// ignored lines. It never fails: a malformed file yields the rules that
+// parse, and the lines that did not are counted by [Robots.IgnoredCount].
 func Parse(body []byte) *Robots { return Parser{}.Parse(body) }
 
 // Parse parses body; see the package-level [Parse]. The body is not
@@ -34,7 +40,7 @@ func (p Parser) Parse(body []byte) *Robots {
 	if limit <= 0 {
 		limit = DefaultMaxBytes
 	}
-	b := builder{robots: &Robots{}}
+	b := builder{robots: &Robots{}, keepIgnored: p.KeepIgnored}
 	if len(body) > limit {
 		b.robots.truncated = true
 		body = body[:limit]
@@ -44,7 +50,7 @@ func (p Parser) Parse(body []byte) *Robots {
 	// truncated body was cut at the limit, and a cut rule would be a
 	// different rule, so it is dropped.
 	var pending Line
-	for line := range lines(bodyText(body)) {
+	for line := range lines(decodeText(body)) {
 		if pending.Number > 0 {
 			b.add(pending)
 		}
@@ -57,15 +63,6 @@ func (p Parser) Parse(body []byte) *Robots {
 	}
 	b.robots.lines = pending.Number
 	return b.finish()
-}
-
-// bodyText views body as text without copying it. Nothing parsed from the
-// view outlives Parse: finish copies every string the result keeps.
-func bodyText(body []byte) string {
-	if len(body) >= 2 && (body[0] == 0xFF && body[1] == 0xFE || body[0] == 0xFE && body[1] == 0xFF) {
-		return decodeText(body) // UTF-16 is decoded into a new string
-	}
-	return stripBOM(unsafe.String(unsafe.SliceData(body), len(body)))
 }
 
 // group is one group as written: consecutive user-agent lines and the
@@ -92,9 +89,10 @@ type builder struct {
 	names map[string]*nameGroups
 	// current is the group being filled; open means its user-agent lines
 	// may still grow (no rule since the last user-agent line).
-	current  *group
-	open     bool
-	sitemaps map[string]bool
+	current     *group
+	open        bool
+	sitemaps    map[string]bool
+	keepIgnored bool
 }
 
 type nameGroups struct {
@@ -104,7 +102,10 @@ type nameGroups struct {
 }
 
 func (b *builder) ignore(line int, reason IgnoreReason, key string) {
-	b.robots.ignored = append(b.robots.ignored, IgnoredLine{Line: line, Reason: reason, Key: key})
+	b.robots.ignoredCount++
+	if b.keepIgnored {
+		b.robots.ignored = append(b.robots.ignored, IgnoredLine{Line: line, Reason: reason, Key: key})
+	}
 }
 
 func (b *builder) add(line Line) {
@@ -154,7 +155,7 @@ func (b *builder) userAgent(line Line) {
 	if global {
 		name = "*"
 	} else {
-		key = asciiLower(name)
+		key = lowerASCII(name)
 	}
 	if b.names == nil {
 		b.names = make(map[string]*nameGroups)
@@ -208,8 +209,7 @@ func (b *builder) crawlDelay(line Line) {
 const maxCrawlDelay = 24 * time.Hour
 
 // finish merges, per product name, every group naming it, then copies
-// every string the result keeps into one block, so the result holds
-// neither the body nor thousands of small strings.
+// every string the result keeps out of the body's text.
 func (b *builder) finish() *Robots {
 	r := b.robots
 	named := make([]*ruleSet, 0, len(b.names))
@@ -236,46 +236,40 @@ func (b *builder) finish() *Robots {
 		keys = append(keys, ng.key)
 	}
 
-	// Two passes over every kept string: size the block, then copy.
-	visit := func(fn func(*string)) {
-		for _, rules := range unique {
-			for i := range rules {
-				fn(&rules[i].Pattern)
-				if rules[i].pattern.expr != rules[i].Pattern {
-					fn(&rules[i].pattern.expr)
-				}
-			}
-		}
-		for i := range named {
-			fn(&named[i].name)
-			fn(&keys[i])
-		}
-		for i := range r.sitemaps {
-			fn(&r.sitemaps[i])
-		}
-		for i := range r.ignored {
-			fn(&r.ignored[i].Key)
-		}
+	// The kept strings are views of the body's text: copy them, so the
+	// result does not keep the whole text alive. A pattern that needs no
+	// normalising, and a name without upper case, share one copy.
+	var text int64
+	keep := func(s *string) {
+		*s = strings.Clone(*s)
+		text += allocSize(len(*s))
 	}
-	size := 0
-	visit(func(s *string) { size += len(*s) })
-	block := make([]byte, 0, size)
-	visit(func(s *string) {
-		if len(*s) == 0 {
-			return
-		}
-		start := len(block)
-		block = append(block, *s...)
-		// The block never grows past its capacity, so its bytes never
-		// move or change once written.
-		*s = unsafe.String(&block[start], len(*s))
-	})
 	for _, rules := range unique {
 		for i := range rules {
-			if rules[i].pattern.expr == rules[i].Pattern {
-				rules[i].pattern.expr = rules[i].Pattern
+			rule := &rules[i]
+			same := rule.pattern.expr == rule.Pattern
+			keep(&rule.Pattern)
+			if same {
+				rule.pattern.expr = rule.Pattern
+			} else {
+				keep(&rule.pattern.expr)
 			}
 		}
+	}
+	for i, rs := range named {
+		same := keys[i] == rs.name
+		keep(&rs.name)
+		if same {
+			keys[i] = rs.name
+		} else {
+			keep(&keys[i])
+		}
+	}
+	for i := range r.sitemaps {
+		keep(&r.sitemaps[i])
+	}
+	for i := range r.ignored {
+		keep(&r.ignored[i].Key)
 	}
 
 	if len(named) > 0 {
@@ -290,15 +284,15 @@ func (b *builder) finish() *Robots {
 	}
 	r.sitemaps = slices.Clip(r.sitemaps)
 	r.ignored = slices.Clip(r.ignored)
-	r.retained = retainedSize(r, unique, size)
+	r.retained = retainedSize(r, unique, text)
 	return r
 }
 
-// retainedSize estimates the heap r keeps: the string block, the rule
-// slices, one header per name, the map and the two lists, each rounded up
-// as the allocator does.
-func retainedSize(r *Robots, unique [][]Rule, block int) int64 {
-	n := allocSize(int(unsafe.Sizeof(*r))) + allocSize(block)
+// retainedSize estimates the heap r keeps: the kept strings (text, already
+// summed), the rule slices, one header per name, the map and the two
+// lists, each rounded up as the allocator does.
+func retainedSize(r *Robots, unique [][]Rule, text int64) int64 {
+	n := allocSize(int(unsafe.Sizeof(*r))) + text
 	for _, rules := range unique {
 		n += allocSize(int(unsafe.Sizeof(Rule{})) * cap(rules))
 	}
@@ -426,7 +420,7 @@ func ProductName(value string) (name string, global bool) {
 }
 
 func isNameByte(c byte) bool {
-	if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+	if isAlnum(c) {
 		return true
 	}
 	switch c {
@@ -434,15 +428,4 @@ func isNameByte(c byte) bool {
 		return true
 	}
 	return false
-}
-
-// asciiLower lower-cases the ASCII letters of s, without copying s when
-// it has none.
-func asciiLower(s string) string {
-	for i := 0; i < len(s); i++ {
-		if 'A' <= s[i] && s[i] <= 'Z' {
-			return string(lowerASCII(make([]byte, 0, len(s)), s))
-		}
-	}
-	return s
 }

@@ -179,12 +179,11 @@ func firstChange(s string, isPattern bool) int {
 func needsEscape(c byte) bool { return c <= ' ' || c >= 0x7F }
 
 func isUnreserved(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c == '-' || c == '.' || c == '_' || c == '~'
+	return isAlnum(c) || c == '-' || c == '.' || c == '_' || c == '~'
 }
 
 func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+	return isDigit(c) || isLowerHex(toLowerASCII(c))
 }
 
 func isLowerHex(c byte) bool { return 'a' <= c && c <= 'f' }

@@ -180,7 +180,7 @@ func mayReadOtherwise(pathAndQuery string) bool {
 			return true
 		case '%':
 			if i+2 < len(path) {
-				switch hi, lo := path[i+1], path[i+2]|0x20; {
+				switch hi, lo := path[i+1], toLowerASCII(path[i+2]); {
 				case hi == '2' && (lo == 'e' || lo == 'f'), hi == '5' && lo == 'c':
 					return true
 				}
@@ -203,7 +203,7 @@ func isDotSegment(seg string) bool {
 		switch {
 		case seg[0] == '.':
 			seg = seg[1:]
-		case len(seg) >= 3 && seg[0] == '%' && seg[1] == '2' && seg[2]|0x20 == 'e':
+		case len(seg) >= 3 && equalFoldASCII(seg[:3], "%2e"):
 			seg = seg[3:]
 		default:
 			return false
@@ -246,7 +246,7 @@ func removeDotSegments(path string) string {
 }
 
 func isDotDot(seg string) bool {
-	return isDotSegment(seg) && seg != "." && !strings.EqualFold(seg, "%2e")
+	return isDotSegment(seg) && seg != "." && !equalFoldASCII(seg, "%2e")
 }
 
 func mergeSlashes(path string) string {
@@ -270,7 +270,7 @@ func replaceEscape(path string, hi, lo byte) string {
 	var b strings.Builder
 	changed := false
 	for i := 0; i < len(path); i++ {
-		if path[i] == '%' && i+2 < len(path) && path[i+1] == hi && path[i+2]|0x20 == lo {
+		if path[i] == '%' && i+2 < len(path) && path[i+1] == hi && toLowerASCII(path[i+2]) == lo {
 			if !changed {
 				b.Grow(len(path))
 				b.WriteString(path[:i])

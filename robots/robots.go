@@ -9,14 +9,15 @@ import (
 // Robots is a parsed robots.txt. It is immutable, safe for concurrent use,
 // and keeps no reference to the body it was parsed from.
 type Robots struct {
-	agents    map[string]*ruleSet // by lower-cased product name
-	global    *ruleSet            // every "*" group merged; nil when there is none
-	sitemaps  []string
-	ignored   []IgnoredLine
-	parsed    int  // bytes read, at most the parse limit
-	truncated bool // the body was longer than the parse limit
-	lines     int
-	retained  int64
+	agents       map[string]*ruleSet // by lower-cased product name
+	global       *ruleSet            // every "*" group merged; nil when there is none
+	sitemaps     []string
+	ignored      []IgnoredLine // only with Parser.KeepIgnored
+	ignoredCount int
+	parsed       int  // bytes read, at most the parse limit
+	truncated    bool // the body was longer than the parse limit
+	lines        int
+	retained     int64
 }
 
 // ruleSet is the merged rules of every group naming one product.
@@ -152,12 +153,23 @@ func (r *Robots) Sitemaps() []string {
 	return r.sitemaps
 }
 
-// Ignored returns every line that did not fully count, in file order.
+// Ignored returns every line that did not fully count, in file order,
+// when the file was parsed with [Parser.KeepIgnored]; nil otherwise.
 func (r *Robots) Ignored() []IgnoredLine {
 	if r == nil {
 		return nil
 	}
 	return r.ignored
+}
+
+// IgnoredCount is how many entries [Robots.Ignored] has, or would have
+// with [Parser.KeepIgnored]: one per ignored line, two for a line too long
+// whose beginning was ignored as well.
+func (r *Robots) IgnoredCount() int {
+	if r == nil {
+		return 0
+	}
+	return r.ignoredCount
 }
 
 // Truncated reports whether the body was longer than the parse limit.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 type checkCase struct {
@@ -28,7 +29,7 @@ func runChecks(t *testing.T, r *Robots, cases []checkCase) {
 
 // RFC 9309 §5.1, with the effect the RFC describes for each group.
 func TestRFC9309SimpleExample(t *testing.T) {
-	r := Parse([]byte(`User-Agent: *
+	r := Parser{KeepIgnored: true}.Parse([]byte(`User-Agent: *
 Disallow: *.gif$
 Disallow: /example/
 Allow: /publications/
@@ -257,7 +258,7 @@ func TestGroupsAndRecords(t *testing.T) {
 		"User-agent: gamma\x00\n" +
 		"Disallow: /nul\x00/\n" +
 		"Disallow: /latin-\xe9t\xe9\n"
-	r := Parse([]byte(body))
+	r := Parser{KeepIgnored: true}.Parse([]byte(body))
 	runChecks(t, r, []checkCase{
 		{"alpha", "/typo/x", false, "disallow: /typo/ (line 10)"},
 		{"beta", "/no-colon/x", false, "disallow: /no-colon/ (line 11)"},
@@ -337,7 +338,7 @@ func TestParseLimit(t *testing.T) {
 	b.WriteString("Disallow: /after-limit\n")
 	body := []byte(b.String())
 
-	r := Parse(body)
+	r := Parser{KeepIgnored: true}.Parse(body)
 	if !r.Truncated() || r.ParsedBytes() != DefaultMaxBytes {
 		t.Fatalf("Truncated=%v ParsedBytes=%d, want true %d", r.Truncated(), r.ParsedBytes(), DefaultMaxBytes)
 	}
@@ -364,7 +365,7 @@ func TestParseLimit(t *testing.T) {
 
 func TestLongLines(t *testing.T) {
 	long := "/x/" + strings.Repeat("a", MaxLineBytes) + "/qux"
-	r := Parse([]byte("User-agent: *\nDisallow: " + long + "\nDisallow: /short\n"))
+	r := Parser{KeepIgnored: true}.Parse([]byte("User-agent: *\nDisallow: " + long + "\nDisallow: /short\n"))
 	if ignored := r.Ignored(); len(ignored) != 1 || ignored[0].Reason != IgnoredTooLong || ignored[0].Line != 2 {
 		t.Errorf("Ignored() = %v, want line 2 too long", ignored)
 	}
@@ -559,6 +560,56 @@ Allow: /*.html$
 	for path, want := range map[string]bool{"/robots.txt": true, "/robots%2etxt?x": true, "/robots.txt/x": false, "/": false} {
 		if IsRobotsTxt(path) != want {
 			t.Errorf("IsRobotsTxt(%q) = %v, want %v", path, !want, want)
+		}
+	}
+}
+
+// junkBody is about 500 KiB of lines that are no rules, half of them
+// records with a key nobody defines: what a site serving something else
+// at /robots.txt can send.
+func junkBody() []byte {
+	var b strings.Builder
+	for b.Len() < DefaultMaxBytes-16 {
+		b.WriteString("x\nk: v\n")
+	}
+	return []byte(b.String())
+}
+
+// A cache holds parsed files it never lists the ignored lines of: by
+// default none are kept, whatever their number.
+func TestIgnoredLinesKeptOnlyWhenAsked(t *testing.T) {
+	body := junkBody()
+	lines := strings.Count(string(body), "\n") // the empty line after the last is no junk
+
+	measured, estimate := retainedHeap(Parser{}, body)
+	t.Logf("%d bytes, %d junk lines retain %d bytes (estimate %d)", len(body), lines, measured, estimate)
+	// The Robots alone: 112 bytes on amd64.
+	if measured > 256 || estimate > 256 {
+		t.Errorf("default Parser retains %d bytes (estimate %d) of a file without rules, want at most 256", measured, estimate)
+	}
+	r := Parse(body)
+	if r.Ignored() != nil || r.IgnoredCount() != lines {
+		t.Errorf("default Parser: %d ignored lines kept, IgnoredCount %d; want none and %d", len(r.Ignored()), r.IgnoredCount(), lines)
+	}
+
+	// The list costs what it costs, and RetainedBytes charges it.
+	measured, estimate = retainedHeap(Parser{KeepIgnored: true}, body)
+	t.Logf("with KeepIgnored they retain %d bytes (estimate %d)", measured, estimate)
+	if floor := int64(lines) * int64(unsafe.Sizeof(IgnoredLine{})); measured < floor || estimate < floor {
+		t.Errorf("KeepIgnored retains %d bytes (estimate %d), want at least %d, a list entry per line", measured, estimate, floor)
+	}
+	kept := Parser{KeepIgnored: true}.Parse(body)
+	ignored := kept.Ignored()
+	if len(ignored) != lines || kept.IgnoredCount() != lines {
+		t.Fatalf("KeepIgnored: %d lines kept, IgnoredCount %d, want %d", len(ignored), kept.IgnoredCount(), lines)
+	}
+	for i, l := range ignored {
+		want := IgnoredLine{Line: i + 1, Reason: IgnoredNotRecord}
+		if i%2 == 1 {
+			want = IgnoredLine{Line: i + 1, Reason: IgnoredUnknownKey, Key: "k"}
+		}
+		if l != want {
+			t.Fatalf("ignored line %d = %v, want %v", i, l, want)
 		}
 	}
 }

@@ -303,12 +303,12 @@ func (s *uaScanner) classify(i, j int) chunk {
 		return chunk{kind: chunkVersion}
 	case dotted && isHost(name):
 		return chunk{kind: chunkOther}
-	case equalFold(name, "compatible"):
+	case equalFoldASCII(name, "compatible"):
 		if versioned {
 			return chunk{kind: chunkOther}
 		}
 		return chunk{kind: chunkCompatible}
-	case equalFold(name, "like"), equalFold(name, "with"), equalFold(name, "via"), equalFold(name, "following"):
+	case equalFoldASCII(name, "like"), equalFoldASCII(name, "with"), equalFoldASCII(name, "via"), equalFoldASCII(name, "following"):
 		if versioned {
 			return chunk{kind: chunkOther}
 		}
@@ -322,13 +322,13 @@ func (s *uaScanner) classify(i, j int) chunk {
 		return c
 	}
 	for n := 0; n < len(name); n++ {
-		if 'a' <= name[n] && name[n] <= 'z' {
+		if isLower(name[n]) {
 			c.lower = true
 			break
 		}
 	}
 	for _, m := range crawlerMarks {
-		if containsFold(name, m) {
+		if containsFoldASCII(name, m) {
 			c.crawler = true
 			break
 		}
@@ -339,7 +339,6 @@ func (s *uaScanner) classify(i, j int) chunk {
 // Byte classes for the scanner.
 const (
 	byteSeparator = 1 << iota // separates chunks
-	byteAlnum                 // ASCII letter or digit
 	byteName                  // may be part of a name
 )
 
@@ -352,9 +351,9 @@ var byteClass = func() (t [256]uint8) {
 	for _, b := range []byte("()[];,{}<>\"\x7f") {
 		t[b] = byteSeparator
 	}
-	for b := '0'; b <= 'z'; b++ {
-		if '0' <= b && b <= '9' || 'A' <= b && b <= 'Z' || 'a' <= b && b <= 'z' {
-			t[b] = byteAlnum | byteName
+	for b := range byte('z' + 1) {
+		if isAlnum(b) {
+			t[b] = byteName
 		}
 	}
 	// All name bytes are HTTP token characters, so a name survives the
@@ -366,12 +365,7 @@ var byteClass = func() (t [256]uint8) {
 }()
 
 func isSeparator(b byte) bool { return byteClass[b]&byteSeparator != 0 }
-func isAlnum(b byte) bool     { return byteClass[b]&byteAlnum != 0 }
 func isNameChar(b byte) bool  { return byteClass[b]&byteName != 0 }
-
-func isLetter(b byte) bool {
-	return 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
-}
 
 // isVersion reports whether name is a version: it starts with a digit, or "v"
 // and a digit, and has no run of three letters.
@@ -380,7 +374,7 @@ func isVersion(name string) bool {
 	if len(d) > 1 && (d[0] == 'v' || d[0] == 'V') {
 		d = d[1:]
 	}
-	if d[0] < '0' || d[0] > '9' {
+	if !isDigit(d[0]) {
 		return false
 	}
 	run := 0
@@ -407,7 +401,7 @@ func isHost(name string) bool {
 func isLanguageTag(name string) bool {
 	switch len(name) {
 	case 2:
-		return 'a' <= name[0] && name[0] <= 'z' && 'a' <= name[1] && name[1] <= 'z'
+		return isLower(name[0]) && isLower(name[1])
 	case 5:
 		return isLetter(name[0]) && isLetter(name[1]) && name[2] == '-' && isLetter(name[3]) && isLetter(name[4])
 	}
@@ -427,10 +421,7 @@ func isGeneric(name string) bool {
 		return false
 	}
 	var buf [maxGenericLen]byte
-	for n := 0; n < len(name); n++ {
-		buf[n] = toLower(name[n])
-	}
-	switch string(buf[:len(name)]) {
+	switch string(appendLowerASCII(buf[:0], name)) {
 	case // Browsers and engines.
 		"mozilla", "applewebkit", "webkit", "khtml", "gecko", "chrome",
 		"chromium", "headlesschrome", "chromeframe", "crios", "safari", "mobile",
@@ -449,39 +440,8 @@ func isGeneric(name string) bool {
 	return false
 }
 
-func toLower(b byte) byte {
-	if 'A' <= b && b <= 'Z' {
-		return b + 'a' - 'A'
-	}
-	return b
-}
-
-// equalFold reports whether s equals the lower-case ASCII word w, ignoring case.
-func equalFold(s, w string) bool {
-	if len(s) != len(w) {
-		return false
-	}
-	for n := 0; n < len(s); n++ {
-		if toLower(s[n]) != w[n] {
-			return false
-		}
-	}
-	return true
-}
-
-// containsFold reports whether s contains the lower-case ASCII word w, ignoring
-// case.
-func containsFold(s, w string) bool {
-	for n := 0; n+len(w) <= len(s); n++ {
-		if equalFold(s[n:n+len(w)], w) {
-			return true
-		}
-	}
-	return false
-}
-
 // isDescriptor reports whether name is a word that describes the name before
 // it rather than naming a client.
 func isDescriptor(name string) bool {
-	return equalFold(name, "crawler") || equalFold(name, "spider")
+	return equalFoldASCII(name, "crawler") || equalFoldASCII(name, "spider")
 }

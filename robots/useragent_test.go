@@ -187,7 +187,7 @@ func TestProductTokenCrawlerData(t *testing.T) {
 			t.Fatalf("entry %q has no token", e.UserAgent)
 		}
 		got := ProductToken(e.UserAgent)
-		ok := strings.EqualFold(got, e.Token)
+		ok := equalFoldASCII(got, e.Token)
 		if ok {
 			allOK++
 		} else {

@@ -111,6 +111,12 @@ type Options struct {
 	// MaxBytes+1 bytes of a body are read, the extra byte to notice a
 	// longer one. Zero or less means robots.DefaultMaxBytes.
 	MaxBytes int
+	// KeepIgnored keeps the list of the lines the parser ignored (see
+	// [robots.Parser.KeepIgnored]) in every Result. The proxy leaves it
+	// off: it never shows them, and a cached file of junk would keep an
+	// entry per line. A tool that prints them, such as the check command,
+	// turns it on.
+	KeepIgnored bool
 	// AuthDisallow makes 401 and 403 mean complete disallow, as the 1996
 	// draft recommended, instead of RFC 9309's "unavailable" (see
 	// [robots.OutcomeOfStatus]).
@@ -171,7 +177,7 @@ func New(opts Options) *Fetcher {
 	f := &Fetcher{
 		opts:   opts,
 		slots:  make(chan struct{}, opts.MaxConcurrent),
-		parser: robots.Parser{MaxBytes: opts.MaxBytes},
+		parser: robots.Parser{MaxBytes: opts.MaxBytes, KeepIgnored: opts.KeepIgnored},
 	}
 	connect := opts.ConnectTimeout
 	f.dialer = net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second, ControlContext: opts.DialControl}

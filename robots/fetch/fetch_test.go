@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"robotsgate/robots"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -219,6 +221,38 @@ func TestFetchBodies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The proxy's Fetcher keeps only the number of ignored lines; one made
+// with KeepIgnored, as the check command's, keeps the lines.
+func TestFetchKeepIgnored(t *testing.T) {
+	srv := serveBody(t, http.StatusOK, "<html>\nUser-agent: *\nDisallow: /private/\nUnicorns: yes\n")
+	res := newTestFetcher(t, Options{}).Fetch(t.Context(), srv.URL)
+	wantOutcome(t, res, robots.OutcomeOK, "")
+	if res.Robots.Ignored() != nil || res.Robots.IgnoredCount() != 2 {
+		t.Errorf("default: ignored %v, count %d; want none kept, 2 counted", res.Robots.Ignored(), res.Robots.IgnoredCount())
+	}
+	res = newTestFetcher(t, Options{KeepIgnored: true}).Fetch(t.Context(), srv.URL)
+	wantOutcome(t, res, robots.OutcomeOK, "")
+	want := []robots.IgnoredLine{
+		{Line: 1, Reason: robots.IgnoredNotRecord},
+		{Line: 4, Reason: robots.IgnoredUnknownKey, Key: "Unicorns"},
+	}
+	if got := res.Robots.Ignored(); !slices.Equal(got, want) {
+		t.Errorf("KeepIgnored: ignored %v, want %v", got, want)
+	}
+}
+
+// Load's debug record counts the ignored lines, which the proxy's Fetcher
+// does not keep.
+func TestLoadLogsIgnoredCount(t *testing.T) {
+	srv := serveBody(t, http.StatusOK, "<html>\nUser-agent: *\nUnicorns: yes\n")
+	var records bytes.Buffer
+	f := newTestFetcher(t, Options{Logger: slog.New(slog.NewTextHandler(&records, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	f.Load(t.Context(), srv.URL)
+	if !strings.Contains(records.String(), " ignored=2 ") {
+		t.Errorf("debug record %q does not say ignored=2", records.String())
 	}
 }
 

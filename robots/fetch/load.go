@@ -18,7 +18,8 @@ func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result]
 	res := f.Fetch(ctx, origin)
 	if log := f.opts.Logger; log.Enabled(ctx, slog.LevelDebug) {
 		log.DebugContext(ctx, "fetched robots.txt", "origin", origin, "outcome", res.Outcome.String(),
-			"status", res.Status, "bytes", res.Bytes, "truncated", res.Truncated, "redirects", res.Redirects,
+			"status", res.Status, "bytes", res.Bytes, "truncated", res.Truncated,
+			"ignored", res.Robots.IgnoredCount(), "redirects", res.Redirects,
 			"duration", res.Duration.String(), "err", res.Err)
 	}
 	r := cache.Result[*Result]{
