@@ -19,7 +19,7 @@ func TestOneVerdictShape(t *testing.T) {
 	})
 	p := startProxy(t)
 	const userAgent = "ExampleBot/2.1 (+https://example.com/bot)"
-	target := o.page("/private/x")
+	target := o.base() + "/private/x"
 
 	req, err := http.NewRequest(http.MethodGet, target, nil)
 	if err != nil {
@@ -51,7 +51,7 @@ func TestOneVerdictShape(t *testing.T) {
 	want := map[string]any{
 		"url": target, "user_agent": userAgent, "token": "ExampleBot", "verdict": "disallow",
 		"reason": "disallow: /private/ (line 3)", "rule": "/private/", "rule_line": 3.0,
-		"group": "ExampleBot", "group_lines": []any{1.0}, "robots_txt": o.page("/robots.txt"),
+		"group": "ExampleBot", "group_lines": []any{1.0}, "robots_txt": o.base() + "/robots.txt",
 		"robots_outcome": "ok", "robots_status": 200.0,
 	}
 	for name, got := range map[string]map[string]any{"audit record": audit, "JSON 403": page, "check -json": check} {
@@ -76,7 +76,7 @@ func TestCheckInterrupt(t *testing.T) {
 		},
 	})
 	ctx := t.Context()
-	cmd := command(ctx, t, "check", "-user-agent", "ExampleBot", hangs.page("/a"), hangs.page("/b"))
+	cmd := command(ctx, t, "check", "-user-agent", "ExampleBot", hangs.base()+"/a", hangs.base()+"/b")
 	cmd.Env = cleanEnv()
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -158,8 +158,8 @@ func TestCheckInterruptedWaitingForInput(t *testing.T) {
 // TestCheckListsIgnoredLines: the lines that do not count are listed on
 // standard error, for a file and for a fetched robots.txt alike.
 func TestCheckListsIgnoredLines(t *testing.T) {
-	const body = "User-agent: *\nDisalow: /typo\nDisallow: private\nCrawl-delay: soon\n"
-	want := []string{`line 2: unknown key "Disalow"`, "line 3:", "line 4:"}
+	const body = "User-agent: *\nNonsense: /typo\nDisallow: private\nCrawl-delay: soon\n"
+	want := []string{`line 2: unknown key "Nonsense"`, "line 3:", "line 4:"}
 	path := filepath.Join(t.TempDir(), "robots.txt")
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
