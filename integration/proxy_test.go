@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -349,10 +350,10 @@ func TestUpstreamFailureIsA502(t *testing.T) {
 		}
 	}
 	type failure struct {
-		name   string
-		o      *origin
-		stop   bool // close the origin after robots.txt is cached
-		reason string
+		name    string
+		o       *origin
+		stop    bool     // close the origin after robots.txt is cached
+		reasons []string // one of these is the reason given
 	}
 	var cases []failure
 	for _, useTLS := range []bool{false, true} {
@@ -360,8 +361,10 @@ func TestUpstreamFailureIsA502(t *testing.T) {
 		hangsUp, gone := newOrigin(t, useTLS, pages), newOrigin(t, useTLS, pages)
 		scheme, _, _ := strings.Cut(gone.base(), ":")
 		cases = append(cases,
-			failure{name: scheme + " origin hangs up", o: hangsUp, reason: "connection closed early"},
-			failure{name: scheme + " origin gone", o: gone, stop: true, reason: "connection refused"})
+			failure{name: scheme + " origin hangs up", o: hangsUp, reasons: []string{"connection closed early"}},
+			// A new connection is refused; the idle one kept from /warm may
+			// be taken before its close is noticed, and then it is reset.
+			failure{name: scheme + " origin gone", o: gone, stop: true, reasons: []string{"connection refused", "connection reset", "connection closed early"}})
 	}
 	origins := make([]*origin, len(cases))
 	for i, c := range cases {
@@ -385,8 +388,8 @@ func TestUpstreamFailureIsA502(t *testing.T) {
 				if r.status != http.StatusBadGateway {
 					t.Fatalf("status %d, want 502; body %q", r.status, r.body)
 				}
-				if !bytes.Contains(r.body, []byte(c.reason)) {
-					t.Errorf("the 502 does not say %q: %q", c.reason, r.body)
+				if !slices.ContainsFunc(c.reasons, func(reason string) bool { return bytes.Contains(r.body, []byte(reason)) }) {
+					t.Errorf("the 502 does not say one of %q: %q", c.reasons, r.body)
 				}
 				for _, internal := range []string{"dial tcp", "read tcp", "write tcp", "EOF", "connect:", "goroutine", "panic"} {
 					if bytes.Contains(r.body, []byte(internal)) {
@@ -403,8 +406,8 @@ func TestUpstreamFailureIsA502(t *testing.T) {
 	recs := p.audit()
 	for _, c := range cases {
 		rec := auditFor(t, recs, c.o.base()+"/fail")
-		if rec.Status != http.StatusBadGateway || !rec.Forwarded || rec.Verdict != "allow" || !strings.Contains(rec.Error, c.reason) {
-			t.Errorf("%s: audit record %+v, want an allowed, forwarded request with status 502 and error %q", c.name, rec, c.reason)
+		if rec.Status != http.StatusBadGateway || !rec.Forwarded || rec.Verdict != "allow" || !slices.Contains(c.reasons, rec.Error) {
+			t.Errorf("%s: audit record %+v, want an allowed, forwarded request with status 502 and error one of %q", c.name, rec, c.reasons)
 		}
 	}
 }

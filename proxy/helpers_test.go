@@ -181,7 +181,7 @@ type testProxy struct {
 func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 	t.Helper()
 	p := &testProxy{t: t, logs: &lockedBuffer{}, served: make(chan error, 1)}
-	fetcher := fetch.New(fetch.Options{UserAgent: "robotsgate-test", RootCAs: cfg.roots, Timeout: testTimeout})
+	fetcher := fetch.New(fetch.Options{UserAgent: "robotsgate-test", RootCAs: cfg.roots, Timeout: testTimeout, ConnectTimeout: testTimeout})
 	t.Cleanup(fetcher.Close)
 	cacheOpts := cache.DefaultOptions()
 	cacheOpts.MetricsPrefix = "robotsgate_robots_cache"
