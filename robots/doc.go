@@ -2,13 +2,15 @@
 //
 // It parses a robots.txt body once into rules ([Parse]), answers "may this
 // product token fetch this path, and why?" ([Robots.Check]), derives the
-// product token from a User-Agent header ([ProductToken]) and fetches an
-// origin's robots.txt with RFC 9309's access rules.
+// product token from a User-Agent header ([ProductToken]), says what the
+// outcome of getting robots.txt means ([OutcomeOfStatus], [Answer]) and
+// names a verdict in the words robotsgate reports it with ([Decision]).
 //
 // The parser walks a file once and reports every physical line ([Lines]); the
 // rule builder behind [Parse] is one consumer of that walk, the record of
 // ignored lines another, so a linter can reuse the same walk.
 //
-// The package knows nothing of caching, proxying or logging setup, and
-// imports only the standard library.
+// The package does no I/O (package fetch gets robots.txt from origins),
+// knows nothing of caching, proxying or logging setup, and imports only
+// the standard library.
 package robots

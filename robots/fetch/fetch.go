@@ -151,7 +151,7 @@ type Fetcher struct {
 	parser    robots.Parser
 }
 
-// NewFetcher returns a Fetcher with its own connections: it never goes
+// New returns a Fetcher with its own connections: it never goes
 // through the process's HTTP_PROXY, keeps no cookies and bounds every
 // step of a fetch.
 func New(opts Options) *Fetcher {
