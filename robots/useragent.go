@@ -351,8 +351,8 @@ var byteClass = func() (t [256]uint8) {
 	for _, b := range []byte("()[];,{}<>\"\x7f") {
 		t[b] = byteSeparator
 	}
-	for b := range byte('z' + 1) {
-		if isAlnum(b) {
+	for b := range len(t) {
+		if isAlnum(byte(b)) {
 			t[b] = byteName
 		}
 	}
