@@ -24,7 +24,7 @@ import (
 	"robotsgate/config"
 	"robotsgate/proxy"
 	"robotsgate/proxy/audit"
-	checkcmd "robotsgate/proxy/cmd/check"
+	"robotsgate/proxy/cmd/check"
 	"robotsgate/proxy/mitm"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
@@ -51,9 +51,9 @@ func run(args []string) int {
 			fmt.Fprintf(os.Stderr, "robotsgate serve takes no arguments (got %q); it is configured by ROBOTSGATE_* variables, see README.md\n", args)
 			return exitConfig
 		}
-		return serve()
+		return serveCommand()
 	case "check":
-		return check(args)
+		return checkCommand(args)
 	case "version", "-version", "--version":
 		fmt.Println("robotsgate", buildVersion())
 		return 0
@@ -95,33 +95,33 @@ func newLogger(cfg *config.Config) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 }
 
-func check(args []string) int {
+func checkCommand(args []string) int {
 	cfg, err := config.LoadForCommand()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "robotsgate: invalid configuration:\n%v\n", err)
 		return exitConfig
 	}
-	warn := func(msg string, args ...any) {
-		fmt.Fprintln(os.Stderr, append([]any{"robotsgate check: warning:", msg}, args...)...)
+	env := check.Env{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Parser: robots.Parser{MaxBytes: int(cfg.ParseLimit), KeepIgnored: true}, // check lists them
 	}
-	roots, err := cfg.UpstreamRoots(warn)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "robotsgate check: %v\n", err)
-		return exitConfig
+	// Roots are needed only to fetch: judging against a file works without.
+	warn := func(msg string, args ...any) { fmt.Fprintf(os.Stderr, "robotsgate check: warning: %s %v\n", msg, args) }
+	if roots, err := cfg.UpstreamRoots(warn); err != nil {
+		env.NoFetcher = err
+	} else {
+		fetchOpts := cfg.FetchOptions(buildVersion(), roots, cfg.Destinations(), nil)
+		fetchOpts.KeepIgnored = true
+		fetcher := fetch.New(fetchOpts)
+		defer fetcher.Close()
+		env.Fetcher = fetcher
 	}
-	fetchOpts := cfg.FetchOptions(buildVersion(), roots, cfg.Destinations(), nil)
-	fetchOpts.KeepIgnored = true // check prints them
-	fetcher := fetch.New(fetchOpts)
-	defer fetcher.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return checkcmd.Run(ctx, args, checkcmd.Env{
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Fetcher: fetcher, Parser: robots.Parser{MaxBytes: int(cfg.ParseLimit), KeepIgnored: true},
-	})
+	return check.Run(ctx, args, env)
 }
 
-func serve() int {
+func serveCommand() int {
 	cfg, err := config.Load()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "robotsgate: invalid configuration:\n%v\n", err)
@@ -175,7 +175,7 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 		return configError{fmt.Errorf("robots.txt cache: %w", err)}
 	}
 	defer rules.Close()
-	auditLog, err := audit.Open(cfg.AuditLog, proxy.AuditOptions(cfg.AuditOnError, log))
+	auditLog, err := audit.Open(cfg.AuditLog, audit.Options{})
 	if err != nil {
 		return configError{fmt.Errorf("ROBOTSGATE_AUDIT_LOG: %w", err)}
 	}

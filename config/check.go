@@ -146,8 +146,9 @@ func (c *checker) validate(cfg *Config) {
 	c.checkFetch(cfg)
 	c.checkCacheAges(cfg)
 	if c.positive("ROBOTSGATE_UNREACHABLE_RETRY", cfg.UnreachableRetry) {
-		c.atMost("ROBOTSGATE_UNREACHABLE_RETRY", cfg.UnreachableRetry, cache.DefaultMaxRetryAfter, "15m",
-			"retries back off from it up to 15m, which bounds how long an origin stays disallowed after it comes back")
+		limit := strings.TrimSuffix(cache.DefaultMaxRetryAfter.String(), "0s") // "15m"
+		c.atMost("ROBOTSGATE_UNREACHABLE_RETRY", cfg.UnreachableRetry, cache.DefaultMaxRetryAfter, limit,
+			"retries back off from it up to "+limit+", which bounds how long an origin stays disallowed after it comes back")
 	}
 	c.notNegative("ROBOTSGATE_MAX_STALE", cfg.MaxStale)
 	c.positive("ROBOTSGATE_UPSTREAM_DIAL_TIMEOUT", cfg.UpstreamDialTimeout)
@@ -354,7 +355,7 @@ func (c *checker) checkUserAgent(ua string) {
 
 func (c *checker) checkSizes(cfg *Config) {
 	const limitName, cacheName = "ROBOTSGATE_PARSE_LIMIT", "ROBOTSGATE_CACHE_MAX_BYTES"
-	const minLimit, maxLimit, minCache = 500 * KiB, 64 * MiB, 1 * MiB
+	const minLimit, maxLimit, minCache = 500 * KiB, 64 * MiB, ByteSize(cache.MinMaxBytes)
 	if !c.failed(limitName) {
 		switch {
 		case cfg.ParseLimit < minLimit:

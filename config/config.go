@@ -76,8 +76,8 @@ type Config struct {
 	FetchConnectTimeout time.Duration `env:"FETCH_CONNECT_TIMEOUT" envDefault:"3s" desc:"Time limit for connecting when fetching a robots.txt; at most ROBOTSGATE_FETCH_TIMEOUT, which also caps the default"`
 
 	// FetchUserAgent is the User-Agent of robots.txt fetches. Empty means
-	// the built-in robotsgate/<version> (+URL); main fills that in, as this
-	// package does not know the version.
+	// the built-in robotsgate/<version> (+URL), which FetchOptions fills in
+	// with the version it is given.
 	FetchUserAgent string `env:"FETCH_USER_AGENT" desc:"User-Agent sent when fetching robots.txt; empty means robotsgate/<version> (+project URL)"`
 
 	// RobotsAuthStatus is what a 401 or 403 answer to a robots.txt fetch means.

@@ -100,7 +100,7 @@ func (c *Config) CacheOptions(log *slog.Logger) cache.Options {
 	o.MinAge = c.CacheMinAge
 	o.RetryAfter = c.UnreachableRetry
 	o.MaxStale = c.MaxStale
-	o.MetricsPrefix = "robotsgate_robots_cache"
+	o.MetricsPrefix = proxy.RulesMetricsPrefix
 	o.Logger = log
 	return o
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"robotsgate/cache"
+	"robotsgate/proxy"
 	"robotsgate/robots/fetch"
 )
 
@@ -34,7 +35,8 @@ func TestFetcherReceives(t *testing.T) {
 	got := f.Options()
 	if got.UserAgent != fetch.DefaultUserAgent("1.2.3") || got.Timeout != 7*time.Second ||
 		got.ConnectTimeout != 3*time.Second || got.MaxBytes != 1<<20 || !got.AuthDisallow ||
-		got.RootCAs != roots || got.DialControl == nil || got.MaxConcurrent != fetch.DefaultMaxConcurrent {
+		got.RootCAs != roots || got.DialControl == nil || got.MaxConcurrent != fetch.DefaultMaxConcurrent ||
+		got.KeepIgnored { // the proxy never shows them: cached rules must not hold them
 		t.Errorf("the fetcher works with %+v", got)
 	}
 
@@ -138,7 +140,7 @@ func TestCacheReceives(t *testing.T) {
 			}
 			defer c.Close()
 			want := cache.DefaultOptions()
-			want.MetricsPrefix = "robotsgate_robots_cache"
+			want.MetricsPrefix = proxy.RulesMetricsPrefix
 			tt.change(&want)
 			if got := c.Options(); got != want {
 				t.Errorf("the cache works with\n%+v\nwant\n%+v", got, want)

@@ -3,6 +3,8 @@ package integration
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"syscall"
@@ -113,5 +115,42 @@ func TestNoSystemRoots(t *testing.T) {
 		"ROBOTSGATE_LISTEN=127.0.0.1:0", "ROBOTSGATE_MITM=false"}, "serve")
 	if code != 2 || !strings.Contains(stderr, "root certificates") || !strings.Contains(stderr, "ROBOTSGATE_UPSTREAM_CA_FILE") {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and a message naming ROBOTSGATE_UPSTREAM_CA_FILE", code, stderr)
+	}
+
+	// check needs no roots to judge against a file, and says why it
+	// cannot fetch when asked to.
+	noRoots := []string{"SSL_CERT_FILE=" + dir, "SSL_CERT_DIR=" + dir + "/none"}
+	file := filepath.Join(dir, "robots.txt")
+	if err := os.WriteFile(file, []byte("User-agent: *\nDisallow: /private/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runBinary(t, "", noRoots, "check", "-user-agent", "x", "-robots", file, "/private/a")
+	if code != 1 || !strings.HasPrefix(stdout, "disallowed\t") {
+		t.Errorf("check -robots without system roots: exit %d, stdout %q, stderr %q; want the verdict", code, stdout, stderr)
+	}
+	code, _, stderr = runBinary(t, "", noRoots, "check", "-user-agent", "x", "https://example.com/")
+	if code != 2 || !strings.Contains(stderr, "cannot be fetched") || !strings.Contains(stderr, "ROBOTSGATE_UPSTREAM_CA_FILE") {
+		t.Errorf("check of a live URL without system roots: exit %d, stderr %q; want exit 2 and why", code, stderr)
+	}
+}
+
+// TestCheckListsIgnoredLines: check shows the lines of a robots.txt that
+// do not count, for a file and for a fetched one, on standard error.
+func TestCheckListsIgnoredLines(t *testing.T) {
+	t.Parallel()
+	const body = "User-agent: *\nDisallow: /private/\nNoindex-Please: /x\n"
+	o := newOrigin(t, false, map[string]http.HandlerFunc{"/robots.txt": robotsTxt(body)})
+	file := filepath.Join(t.TempDir(), "robots.txt")
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"file":    {"check", "-user-agent", "x", "-robots", file, "/a"},
+		"fetched": {"check", "-user-agent", "x", o.base() + "/a"},
+	} {
+		code, _, stderr := runBinary(t, "", nil, args...)
+		if code != 0 || !strings.Contains(stderr, `line 3: unknown key "Noindex-Please"`) {
+			t.Errorf("%s: exit %d, stderr %q; want the unknown key listed", name, code, stderr)
+		}
 	}
 }

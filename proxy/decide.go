@@ -186,7 +186,7 @@ func (d *decision) robotsURL() string { return d.rec.Origin + "/robots.txt" }
 // failPage records a request the proxy could not or would not judge and
 // returns the answer.
 func (d *decision) failPage(status int, why string, err error) *page {
-	d.rec.Verdict = "error"
+	d.rec.Verdict = robots.VerdictError
 	d.rec.Reason = why
 	d.rec.Status = status
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
-	"robotsgate/proxy/netcause"
+	"robotsgate/robots/fetch/netcause"
 	"strings"
 	"sync"
 

@@ -184,7 +184,7 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 	fetcher := fetch.New(fetch.Options{UserAgent: "robotsgate-test", RootCAs: cfg.roots, Timeout: testTimeout, ConnectTimeout: testTimeout})
 	t.Cleanup(fetcher.Close)
 	cacheOpts := cache.DefaultOptions()
-	cacheOpts.MetricsPrefix = "robotsgate_robots_cache"
+	cacheOpts.MetricsPrefix = RulesMetricsPrefix
 	rules, err := cache.New(cacheOpts, fetcher.Load)
 	if err != nil {
 		t.Fatal(err)

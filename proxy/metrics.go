@@ -20,9 +20,9 @@ type Metrics struct {
 }
 
 // newMetrics registers robotsgate's metrics, the Go runtime's, the
-// process's, and those of every dependency that collects its own (the
-// rules cache, the leaf issuer), in a registry of their own.
-func newMetrics(version string, dependencies ...any) *Metrics {
+// process's, and those the proxy's dependencies collect (the rules cache,
+// the leaf issuer), in a registry of their own.
+func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -45,11 +45,7 @@ func newMetrics(version string, dependencies ...any) *Metrics {
 			Name: "robotsgate_build_info", Help: "Always 1; the version is a label.",
 			ConstLabels: prometheus.Labels{"version": version},
 		}, func() float64 { return 1 }))
-	for _, dep := range dependencies {
-		if c, ok := dep.(prometheus.Collector); ok {
-			m.registry.MustRegister(c)
-		}
-	}
+	m.registry.MustRegister(dependencies...)
 	return m
 }
 

@@ -2,10 +2,7 @@ package proxy
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
-
-	"robotsgate/proxy/audit"
 )
 
 // Mode says what a disallowed request gets.
@@ -48,20 +45,4 @@ func (a *AuditOnError) UnmarshalText(text []byte) error {
 		return nil
 	}
 	return fmt.Errorf("%q is not valid; use %q (answer 503 until the log can be written) or %q", text, AuditRefuse, AuditContinue)
-}
-
-// AuditOptions are the audit log's options for a proxy that follows
-// policy: a failure and the recovery from it are logged, saying what the
-// proxy does meanwhile.
-func AuditOptions(policy AuditOnError, log *slog.Logger) audit.Options {
-	return audit.Options{
-		OnFailure: func(err error) {
-			if policy == AuditContinue {
-				log.Error("the audit log cannot be written; SERVING ON WITHOUT A WORKING AUDIT LOG (ROBOTSGATE_AUDIT_ON_ERROR=continue): records are kept in memory, within a bound, until it can", "err", err)
-				return
-			}
-			log.Error("the audit log cannot be written; refusing every request with 503 until it can (ROBOTSGATE_AUDIT_ON_ERROR=refuse)", "err", err)
-		},
-		OnRecovery: func() { log.Info("the audit log can be written again") },
-	}
 }

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/elazarl/goproxy"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"robotsgate/cache"
 	"robotsgate/proxy/audit"
@@ -39,14 +40,19 @@ import (
 )
 
 // RulesCache gives the robots.txt of an origin, fetched once and kept
-// (package cache does this).
+// (package cache does this), and collects its own metrics, named with
+// RulesMetricsPrefix.
 type RulesCache interface {
 	Get(ctx context.Context, origin string) (*fetch.Result, cache.Info, error)
+	prometheus.Collector
 }
 
-// Options configure a Server. Rules and Audit are required. A dependency
-// that is a prometheus.Collector (the rules cache, the Issuer) has its
-// metrics served at /metrics.
+// RulesMetricsPrefix starts the names of the rules cache's metrics
+// (cache.Options.MetricsPrefix), as README.md documents them.
+const RulesMetricsPrefix = "robotsgate_robots_cache"
+
+// Options configure a Server. Rules and Audit are required. The metrics
+// of Rules and Issuer are served at /metrics with the proxy's own.
 type Options struct {
 	Mode  Mode
 	Rules RulesCache
@@ -114,7 +120,8 @@ type UpstreamOptions struct {
 	RootCAs *x509.CertPool
 }
 
-// Server is the proxy. Serve it on a listener; stop it with Shutdown.
+// Server is the proxy. Run it on a listener until a context ends, or
+// Serve it and stop it with Shutdown.
 type Server struct {
 	opts        Options
 	log         *slog.Logger
@@ -161,11 +168,12 @@ func New(opts Options) (*Server, error) {
 	}
 	opts.Client.setDefaults()
 	s := &Server{opts: opts, log: opts.Logger}
-	collected := []any{opts.Rules}
+	collected := []prometheus.Collector{opts.Rules}
 	if opts.Issuer != nil { // a nil *Issuer in an interface is not nil
 		collected = append(collected, opts.Issuer)
 	}
 	s.metrics = newMetrics(opts.Version, collected...)
+	opts.Audit.Watch(s.auditStateChanged)
 	s.conns = newConnTracker(opts.Client.IdleTimeout, opts.Client.MaxConnections)
 	s.dialer = opts.Destinations.Dialer(net.Dialer{Timeout: opts.Upstream.DialTimeout, KeepAlive: 30 * time.Second})
 	s.transport = newTransport(opts.Upstream, s.dialer)
@@ -221,6 +229,19 @@ func (s *Server) Serve(ln net.Listener) error {
 		return fmt.Errorf("serve proxy: %w", err)
 	}
 	return nil
+}
+
+// auditStateChanged logs the audit log failing (err) and working again
+// (nil), saying what the proxy does meanwhile.
+func (s *Server) auditStateChanged(err error) {
+	switch {
+	case err == nil:
+		s.log.Info("the audit log can be written again")
+	case s.opts.AuditOnError == AuditContinue:
+		s.log.Error("the audit log cannot be written; SERVING ON WITHOUT A WORKING AUDIT LOG (ROBOTSGATE_AUDIT_ON_ERROR=continue): records are kept in memory, within a bound, until it can", "err", err)
+	default:
+		s.log.Error("the audit log cannot be written; refusing every request with 503 until it can (ROBOTSGATE_AUDIT_ON_ERROR=refuse)", "err", err)
+	}
 }
 
 // Run serves clients on ln until ctx ends, then shuts down, letting
@@ -309,6 +330,7 @@ func newTransport(o UpstreamOptions, dialer *net.Dialer) *http.Transport {
 		MaxResponseHeaderBytes: 1 << 20,
 		IdleConnTimeout:        o.IdleConnTimeout,
 		ExpectContinueTimeout:  time.Second,
+		MaxIdleConns:           1024, // idle connections to origins, all origins together
 		MaxIdleConnsPerHost:    32,
 		ForceAttemptHTTP2:      true,
 		// The origin gets the Accept-Encoding the client sent, or none: the

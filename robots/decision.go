@@ -28,7 +28,9 @@ type Decision struct {
 	Reading      string `json:"reading,omitempty"`
 	ReadingSteps string `json:"reading_steps,omitempty"`
 	// RobotsTxt is where the rules came from: the robots.txt URL, or the
-	// file the check command was given.
+	// file the check command was given. The audit record names it for
+	// refusals only; for the rest its origin field says it, and building
+	// the URL would cost every allowed request.
 	RobotsTxt string `json:"robots_txt,omitempty"`
 	// RobotsOutcome is how fetching robots.txt ended (see [Outcome]) and
 	// RobotsStatus its HTTP status, when there was one.
@@ -40,6 +42,9 @@ type Decision struct {
 const (
 	VerdictAllow    = "allow"
 	VerdictDisallow = "disallow"
+	// VerdictError: no verdict could be reached (a malformed request, the
+	// proxy shutting down); only the audit record says it.
+	VerdictError = "error"
 )
 
 // SetVerdict fills in the fields that v decides: Verdict, Reason, Rule,

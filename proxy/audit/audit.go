@@ -64,15 +64,16 @@ const (
 // bounded buffer of a log that cannot be written.
 var ErrDropped = errors.New("audit record dropped: the log cannot be written and its buffer is full")
 
+// ErrStalled is the failure a Writer reports when its log takes records
+// more slowly than they come: half of MaxPending waits for it.
+var ErrStalled = errors.New("the audit log is not keeping up: records are waiting to be written")
+
 // Options tune a Writer. The zero value is usable.
 type Options struct {
 	// MaxPending bounds the bytes of records kept while the log cannot be
-	// written; 0 means DefaultMaxPending.
+	// written; 0 means DefaultMaxPending. Past half of it the log counts
+	// as failing (ErrStalled), before any record has to be dropped.
 	MaxPending int
-	// OnFailure is called, from the goroutine that met it, when writing
-	// the log starts failing; OnRecovery when it works again.
-	OnFailure  func(error)
-	OnRecovery func()
 }
 
 // Writer appends records to a file or standard output. It is safe for
@@ -92,6 +93,7 @@ type Writer struct {
 	sink    io.Writer
 	file    io.Closer // nil for standard output
 	failing atomic.Bool
+	watcher atomic.Pointer[func(error)]
 
 	// full asks the flush loop to write now: a request never writes to
 	// the sink itself, so a slow sink delays no request.
@@ -163,7 +165,11 @@ func (w *Writer) Write(rec *Record) error {
 	}
 	w.pending = append(w.pending, line...)
 	full := len(w.pending) >= flushAt
+	stalled := len(w.pending) > w.opts.MaxPending/2
 	w.mu.Unlock()
+	if stalled {
+		w.fail(ErrStalled)
+	}
 	if full {
 		select {
 		case w.full <- struct{}{}:
@@ -173,8 +179,23 @@ func (w *Writer) Write(rec *Record) error {
 	return nil
 }
 
-// Healthy reports whether the last attempt to write the log succeeded.
+// Healthy reports whether the log keeps up: the last attempt to write it
+// succeeded and not too much waits for it.
 func (w *Writer) Healthy() bool { return !w.failing.Load() }
+
+// Watch has notify called, from the goroutine that noticed, with the error
+// when the log starts failing and with nil when it works again. It
+// replaces an earlier watcher.
+func (w *Writer) Watch(notify func(err error)) { w.watcher.Store(&notify) }
+
+// fail marks the log failing, telling the watcher the first time.
+func (w *Writer) fail(err error) {
+	if !w.failing.Swap(true) {
+		if notify := w.watcher.Load(); notify != nil {
+			(*notify)(err)
+		}
+	}
+}
 
 // Dropped is how many records were dropped because the log could not be
 // written for too long.
@@ -207,14 +228,14 @@ func (w *Writer) flush() error {
 		w.pending, w.spare = append(rest, w.pending...), w.pending[:0]
 		w.mu.Unlock()
 		w.lastErr = fmt.Errorf("write audit log: %w", err)
-		if !w.failing.Swap(true) && w.opts.OnFailure != nil {
-			w.opts.OnFailure(w.lastErr)
-		}
+		w.fail(w.lastErr)
 		return w.lastErr
 	}
 	w.spare, w.lastErr = buf[:0], nil
-	if w.failing.Swap(false) && w.opts.OnRecovery != nil {
-		w.opts.OnRecovery()
+	if w.failing.Swap(false) {
+		if notify := w.watcher.Load(); notify != nil {
+			(*notify)(nil)
+		}
 	}
 	return nil
 }

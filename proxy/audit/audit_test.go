@@ -280,8 +280,54 @@ func TestSlowSinkDelaysNoWrite(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if !w.Healthy() {
+		t.Error("unhealthy once the sink took every record")
+	}
 	if got := len(decodeLines(t, sink.String())); got != records {
 		t.Errorf("%d records reached the sink, want %d", got, records)
+	}
+}
+
+// TestStalledSinkIsUnhealthyBeforeDropping: a log that stops taking
+// records counts as failing (so the proxy refuses requests) once half its
+// bound waits, before a single record is dropped; it recovers when the
+// sink moves again.
+func TestStalledSinkIsUnhealthyBeforeDropping(t *testing.T) {
+	sink := &stalledSink{release: make(chan struct{})}
+	w := NewWriter(sink, nil, Options{MaxPending: 256 << 10})
+	var heard []error
+	var mu sync.Mutex
+	w.Watch(func(err error) {
+		mu.Lock()
+		heard = append(heard, err)
+		mu.Unlock()
+	})
+	padding := strings.Repeat("x", 1000)
+	written := 0
+	for w.Healthy() {
+		if err := w.Write(&Record{Decision: robots.Decision{URL: fmt.Sprint(written), UserAgent: padding}}); err != nil {
+			close(sink.release)
+			t.Fatalf("record %d: %v; want the log unhealthy before any record is dropped", written, err)
+		}
+		if written++; written > 1000 {
+			close(sink.release)
+			t.Fatal("still healthy after 1000 KiB of records waiting for a stalled sink")
+		}
+	}
+	if w.Dropped() != 0 {
+		t.Errorf("%d records dropped before the log was reported unhealthy", w.Dropped())
+	}
+	close(sink.release)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) != 2 || !errors.Is(heard[0], ErrStalled) || heard[1] != nil {
+		t.Errorf("the watcher heard %v; want ErrStalled, then nil", heard)
+	}
+	if got := len(decodeLines(t, sink.String())); got != written {
+		t.Errorf("%d records reached the sink, want %d", got, written)
 	}
 }
 
@@ -389,9 +435,13 @@ func TestFailingLogRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fw := &flakyWriter{failures: 3, short: true}
 		var failures, recoveries atomic.Int32
-		w := NewWriter(fw, nil, Options{
-			OnFailure:  func(err error) { failures.Add(1) },
-			OnRecovery: func() { recoveries.Add(1) },
+		w := NewWriter(fw, nil, Options{})
+		w.Watch(func(err error) {
+			if err != nil {
+				failures.Add(1)
+			} else {
+				recoveries.Add(1)
+			}
 		})
 		defer w.Close()
 		if err := w.Write(&Record{Decision: robots.Decision{URL: "r0"}}); err != nil {
@@ -435,7 +485,7 @@ func TestFailingLogRecovers(t *testing.T) {
 			t.Errorf("records written %q, want %q", urls, want)
 		}
 		if failures.Load() != 1 || recoveries.Load() != 1 {
-			t.Errorf("OnFailure called %d times, OnRecovery %d; want once each", failures.Load(), recoveries.Load())
+			t.Errorf("the watcher heard of %d failures and %d recoveries; want one each", failures.Load(), recoveries.Load())
 		}
 	})
 }

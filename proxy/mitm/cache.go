@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// leafCache keeps the most recently used leaves, at most max of them. It is
+// leafCache keeps the most recently used leaves, a bounded number. It is
 // safe for concurrent use. It locks a simplelru itself, rather than use the
 // locked lru.Cache, so that get can drop a leaf due for renewal in the same
 // critical section that found it.

@@ -25,8 +25,8 @@ import (
 	"time"
 	"unsafe"
 
-	"robotsgate/proxy/netcause"
 	"robotsgate/robots"
+	"robotsgate/robots/fetch/netcause"
 )
 
 // Defaults of [Options].

@@ -38,6 +38,7 @@ type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Fetcher        Fetcher       // used when -robots is not given; KeepIgnored to list ignored lines
+	NoFetcher      error         // why Fetcher is nil, said when one is needed
 	Parser         robots.Parser // parses a -robots file; KeepIgnored to list ignored lines
 }
 
@@ -92,7 +93,11 @@ func Run(ctx context.Context, args []string, env Env) int {
 		c.file, c.fileName = env.Parser.Parse(body), *robotsFile
 		c.reportIgnored(*robotsFile, c.file)
 	} else if env.Fetcher == nil {
-		fmt.Fprintln(env.Stderr, "robotsgate check: no robots.txt fetcher available; use -robots FILE")
+		why := env.NoFetcher
+		if why == nil {
+			why = errors.New("no robots.txt fetcher")
+		}
+		fmt.Fprintf(env.Stderr, "robotsgate check: robots.txt cannot be fetched: %v; or judge against a file with -robots FILE\n", why)
 		return ExitUsage
 	}
 
