@@ -146,7 +146,7 @@ func (c *checker) validate(cfg *Config) {
 	c.checkFetch(cfg)
 	c.checkCacheAges(cfg)
 	if c.positive("ROBOTSGATE_UNREACHABLE_RETRY", cfg.UnreachableRetry) {
-		limit := strings.TrimSuffix(cache.DefaultMaxRetryAfter.String(), "0s") // "15m"
+		limit := fmt.Sprintf("%gm", cache.DefaultMaxRetryAfter.Minutes())
 		c.atMost("ROBOTSGATE_UNREACHABLE_RETRY", cfg.UnreachableRetry, cache.DefaultMaxRetryAfter, limit,
 			"retries back off from it up to "+limit+", which bounds how long an origin stays disallowed after it comes back")
 	}
