@@ -9,7 +9,10 @@ import "strings"
 // headers of ordinary browsers (Chrome, Firefox, Safari, Edge, MSIE, …) give "".
 //
 // The token is a substring of userAgent, spelled as there; the matcher compares
-// it case-insensitively. It starts with a letter or digit and holds only
+// it case-insensitively. A header that is itself one product token of RFC
+// 9309 §2.2.1 (letters, "-" and "_") is the token, unchanged: "V", "_Y",
+// "GPTBot_", "cQyS-", as Google's matcher reads them. Otherwise the token is
+// found as described below; it starts with a letter or digit and holds only
 // letters, digits, "-", "_", "." and "!", all HTTP token characters, so the
 // matcher's normalisation of a "User-agent:" value keeps it whole. For every
 // token t, ProductToken(t) == t.
@@ -63,12 +66,26 @@ import "strings"
 //     a platform comment; and the name that starts a longer item after
 //     "compatible" ("Yahoo! Slurp China" gives "Slurp").
 func ProductToken(userAgent string) string {
+	if IsProductToken(userAgent) {
+		return userAgent
+	}
 	s := uaScanner{ua: userAgent}
 	s.scan()
 	if s.best.class == 0 {
 		return ""
 	}
 	return userAgent[s.best.start:s.best.end]
+}
+
+// IsProductToken reports whether s is one product token as RFC 9309
+// §2.2.1 defines it: one or more letters, "-" and "_".
+func IsProductToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isLetter(c) && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Candidate classes, best first; 0 means no candidate.

@@ -70,6 +70,17 @@ var productTokenCases = []struct {
 	{"hyphenated", "meta-webindexer/1.1 (+https://developers.facebook.com/docs/sharing/webmasters/crawler)", "meta-webindexer"},
 	{"digits and underscore", "peer39_crawler/1.0", "peer39_crawler"},
 
+	// A header that is one RFC 9309 product token is that token, unchanged,
+	// as Google's matcher reads it: nothing dropped, single letters kept.
+	{"single letter", "V", "V"},
+	{"leading underscore", "_Y", "_Y"},
+	{"trailing underscore", "GPTBot_", "GPTBot_"},
+	{"trailing hyphen", "cQyS-", "cQyS-"},
+	{"only a hyphen", "-", "-"},
+	{"a browser word alone", "Mozilla", "Mozilla"},
+	{"the word bot alone", "bot", "bot"},
+	{"a product token with a version is read as a header", "GPTBot_/1.0", "GPTBot"},
+
 	// §3.7: variant suffixes stay: RFC 9309 matches the whole token.
 	{"DuckDuckBot-Https", "Mozilla/5.0 (compatible; DuckDuckBot-Https/1.1; https://duckduckgo.com/duckduckbot)", "DuckDuckBot-Https"},
 	{"msnbot-media", "msnbot-media/1.1 (+http://search.msn.com/msnbot.htm)", "msnbot-media"},
@@ -168,6 +179,23 @@ func TestProductToken(t *testing.T) {
 	}
 }
 
+// TestProductTokenPicksItsOwnGroup: a crawler whose User-Agent is a
+// product token is judged by the group of exactly that name, not of a
+// shorter one (RFC 9309 §2.2.1).
+func TestProductTokenPicksItsOwnGroup(t *testing.T) {
+	r := Parse([]byte("User-agent: GPTBot\nDisallow: /gpt\n\nUser-agent: GPTBot_\nDisallow: /under\n\nUser-agent: V\nDisallow: /v\n\nUser-agent: *\nDisallow: /all\n"))
+	for _, tc := range []struct{ ua, path string }{
+		{"GPTBot_", "/under"}, {"gptbot_", "/under"}, {"GPTBot", "/gpt"}, {"V", "/v"}, {"v", "/v"}, {"W", "/all"},
+	} {
+		if v := r.Check(ProductToken(tc.ua), tc.path); v.Allowed {
+			t.Errorf("User-Agent %q may fetch %s; its own group disallows it", tc.ua, tc.path)
+		}
+	}
+	if v := r.Check(ProductToken("GPTBot_"), "/gpt"); !v.Allowed {
+		t.Errorf("User-Agent GPTBot_ is judged by GPTBot's group: %+v", v)
+	}
+}
+
 func TestProductTokenOrdinaryBrowsers(t *testing.T) {
 	for _, ua := range ordinaryBrowsers {
 		if got := ProductToken(ua); got != "" {
@@ -234,6 +262,9 @@ func FuzzProductToken(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, ua string) {
 		checkProductToken(t, ua)
+		if IsProductToken(ua) && ProductToken(ua) != ua {
+			t.Fatalf("ProductToken(%q) = %q; a product token is itself", ua, ProductToken(ua))
+		}
 	})
 }
 
