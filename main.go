@@ -25,6 +25,7 @@ import (
 	"robotsgate/proxy"
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/cmd/check"
+	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
@@ -175,13 +176,17 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 		return configError{fmt.Errorf("robots.txt cache: %w", err)}
 	}
 	defer rules.Close()
+	gate, err := identity.New(cfg.IdentityOptions(log.With("component", "identity")))
+	if err != nil {
+		return configError{fmt.Errorf("ROBOTSGATE_CREDENTIALS_FILE: %w", err)}
+	}
 	auditLog, err := audit.Open(cfg.AuditLog, audit.Options{})
 	if err != nil {
 		return configError{fmt.Errorf("ROBOTSGATE_AUDIT_LOG: %w", err)}
 	}
 	server, err := proxy.New(proxy.Options{
 		Mode: cfg.Mode, Rules: rules, Audit: auditLog, AuditOnError: cfg.AuditOnError, Issuer: issuer,
-		Destinations: destinations, Upstream: cfg.UpstreamOptions(roots), Client: cfg.ClientLimits(),
+		Identity: gate, Destinations: destinations, Upstream: cfg.UpstreamOptions(roots), Client: cfg.ClientLimits(),
 		Logger: log, Version: buildVersion(),
 	})
 	if err != nil {
@@ -191,13 +196,43 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return errors.Join(configError{fmt.Errorf("ROBOTSGATE_LISTEN: %w", err)}, auditLog.Close())
 	}
+	// Taken before "listening" is said: an unhandled SIGHUP would stop the
+	// process.
+	hangups := make(chan os.Signal, 1)
+	signal.Notify(hangups, syscall.SIGHUP)
+	defer signal.Stop(hangups)
 	log.Info("robotsgate listening", "version", buildVersion(), "addr", ln.Addr().String(), "mode", cfg.Mode,
-		"mitm", cfg.MITM, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String())
+		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String())
 	if proxy.ListensBeyondLoopback(ln.Addr()) {
-		log.Warn("robotsgate listens beyond loopback: anyone who can reach this address can use it as a proxy; publish it on 127.0.0.1 or keep the network closed",
-			"addr", ln.Addr().String())
+		switch cfg.Auth {
+		case identity.ModeOff:
+			log.Warn("robotsgate listens beyond loopback with ROBOTSGATE_AUTH=off: anyone who can reach this address can use it as a proxy; publish it on 127.0.0.1, keep the network closed or require credentials (ROBOTSGATE_CREDENTIALS_FILE)",
+				"addr", ln.Addr().String())
+		case identity.ModeOptional:
+			log.Warn("robotsgate listens beyond loopback with ROBOTSGATE_AUTH=optional: anyone who can reach this address can use it as a proxy without credentials; use ROBOTSGATE_AUTH=required to refuse them",
+				"addr", ln.Addr().String())
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go reloadOnHangup(ctx, hangups, gate, log)
 	return errors.Join(server.Run(ctx, ln, cfg.ShutdownGrace), auditLog.Close())
+}
+
+// reloadOnHangup re-reads the credentials file on each SIGHUP until ctx
+// ends; a file that does not load leaves the previous one in force (the
+// gate logs either outcome). SIGHUP never stops the proxy.
+func reloadOnHangup(ctx context.Context, hangups <-chan os.Signal, gate *identity.Gate, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hangups:
+			if gate.Mode() == identity.ModeOff {
+				log.Info("SIGHUP: no credentials file to reload")
+				continue
+			}
+			gate.Reload()
+		}
+	}
 }

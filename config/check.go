@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"robotsgate/cache"
+	"robotsgate/proxy/identity"
+	"robotsgate/robots"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,6 +144,7 @@ func (c *checker) validate(cfg *Config) {
 		c.checkPEMBundle("ROBOTSGATE_UPSTREAM_CA_FILE", path)
 	}
 	c.checkAuditLog(cfg.AuditLog)
+	c.checkIdentity(cfg)
 
 	c.checkFetch(cfg)
 	c.checkCacheAges(cfg)
@@ -165,6 +168,33 @@ func (c *checker) validate(cfg *Config) {
 		c.checkUserAgent(ua)
 	}
 	c.checkSizes(cfg)
+}
+
+// checkIdentity checks the pinned token and the credentials settings, and
+// works out ROBOTSGATE_AUTH's default. The file's lines are checked when
+// it is loaded, each problem with its line number.
+func (c *checker) checkIdentity(cfg *Config) {
+	const tokenName, fileName, authName = "ROBOTSGATE_TOKEN", "ROBOTSGATE_CREDENTIALS_FILE", "ROBOTSGATE_AUTH"
+	if token, ok := c.given(tokenName); ok {
+		if name, global := robots.ProductName(token); global || name != token {
+			c.report(tokenName, nil, "%q is not a product token; use the name a robots.txt's User-agent line gives the crawler, e.g. \"GPTBot\" (letters, digits and -_.!)", token)
+		}
+	}
+	file, fileSet := c.given(fileName)
+	if fileSet {
+		c.checkReadableFile(fileName, file)
+	}
+	_, authSet := c.given(authName)
+	switch {
+	case c.failed(authName):
+	case !authSet && fileSet:
+		cfg.Auth = identity.ModeRequired
+	case !authSet:
+	case cfg.Auth == identity.ModeOff && fileSet:
+		c.report(authName, nil, "is off, but %s is set, and would be ignored; use optional or required, or unset %s", fileName, fileName)
+	case cfg.Auth != identity.ModeOff && !fileSet:
+		c.report(authName, nil, "is %s, but no credentials are set; name an htpasswd file (htpasswd -B) in %s", cfg.Auth, fileName)
+	}
 }
 
 func (c *checker) checkListen(addr string) {

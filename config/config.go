@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"robotsgate/proxy"
+	"robotsgate/proxy/identity"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -35,6 +36,18 @@ type Config struct {
 
 	// Mode says whether denied requests are refused or only logged.
 	Mode proxy.Mode `env:"MODE" envDefault:"enforce" desc:"enforce answers 403 to requests robots.txt disallows; audit logs the verdict and forwards anyway"`
+
+	// Token pins the product token every request is judged as, unless it
+	// authenticates with a credential that names its own.
+	Token string `env:"TOKEN" desc:"Product token every request is judged as, whatever its User-Agent (a request with a credential: the credential's); empty means the User-Agent's"`
+
+	// CredentialsFile is an htpasswd file of bcrypt hashes, name:hash or
+	// name:hash:token; re-read on SIGHUP.
+	CredentialsFile string `env:"CREDENTIALS_FILE" desc:"htpasswd file of proxy credentials, bcrypt only (htpasswd -B), lines name:hash or name:hash:token; re-read on SIGHUP"`
+
+	// Auth says whether clients must authenticate. Unset, it is required
+	// when CredentialsFile is set and off otherwise.
+	Auth identity.Mode `env:"AUTH" envDefault:"off" desc:"off, optional (clients without credentials are judged by their User-Agent) or required (407 without a valid credential); unset, required when ROBOTSGATE_CREDENTIALS_FILE is set"`
 
 	// MITM turns on interception of CONNECT tunnels with robotsgate's CA.
 	MITM bool `env:"MITM" envDefault:"true" desc:"Intercept HTTPS (CONNECT) with robotsgate's CA so every request's path is checked"`

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"robotsgate/proxy"
+	"robotsgate/proxy/identity"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,7 @@ func defaults() Config {
 			netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10"),
 			netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("::/128"),
 		},
+		Auth:          identity.ModeOff,
 		AuditOnError:  proxy.AuditRefuse,
 		ShutdownGrace: 10 * time.Second,
 	}
@@ -184,6 +186,8 @@ func TestLoadFromValidValues(t *testing.T) {
 	bundle := writeFile(t, dir, "bundle.pem", "# extra roots\n"+certPEM+certPEM)
 	auditFile := filepath.Join(dir, "audit.jsonl") // need not exist yet
 	caDir := filepath.Join(dir, "not-yet", "ca")   // created later by the proxy
+	// Its lines are checked when the proxy loads it (package identity).
+	credentials := writeFile(t, dir, "credentials", "crawler:$2y$05$abcdefghijklmnopqrstuuM3FT5yAaZpQ8hQ2z5l5Z3Yc1u5Yy0n6\n")
 
 	tests := []struct {
 		name    string
@@ -196,6 +200,13 @@ func TestLoadFromValidValues(t *testing.T) {
 		{"mode audit", map[string]string{"ROBOTSGATE_MODE": "audit"}, func(c *Config) { c.Mode = proxy.ModeAudit }},
 		{"mode upper case", map[string]string{"ROBOTSGATE_MODE": "AUDIT"}, func(c *Config) { c.Mode = proxy.ModeAudit }},
 		{"mode enforce mixed case", map[string]string{"ROBOTSGATE_MODE": "Enforce"}, func(c *Config) { c.Mode = proxy.ModeEnforce }},
+		{"pinned token", map[string]string{"ROBOTSGATE_TOKEN": "GPTBot"}, func(c *Config) { c.Token = "GPTBot" }},
+		{"pinned token with digits and dots", map[string]string{"ROBOTSGATE_TOKEN": "Mail.RU_Bot"}, func(c *Config) { c.Token = "Mail.RU_Bot" }},
+		{"credentials make auth required", map[string]string{"ROBOTSGATE_CREDENTIALS_FILE": credentials},
+			func(c *Config) { c.CredentialsFile, c.Auth = credentials, identity.ModeRequired }},
+		{"credentials with optional auth", map[string]string{"ROBOTSGATE_CREDENTIALS_FILE": credentials, "ROBOTSGATE_AUTH": "Optional"},
+			func(c *Config) { c.CredentialsFile, c.Auth = credentials, identity.ModeOptional }},
+		{"auth off alone", map[string]string{"ROBOTSGATE_AUTH": "off"}, func(c *Config) { c.Auth = identity.ModeOff }},
 		{"mitm false", map[string]string{"ROBOTSGATE_MITM": "false"}, func(c *Config) { c.MITM = false }},
 		{"mitm 0", map[string]string{"ROBOTSGATE_MITM": "0"}, func(c *Config) { c.MITM = false }},
 		{"mitm 1", map[string]string{"ROBOTSGATE_MITM": "1"}, func(c *Config) { c.MITM = true }},
@@ -314,6 +325,22 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			"ROBOTSGATE_LISTEN", []string{`has port ""`}},
 		{"mode", map[string]string{"ROBOTSGATE_MODE": "enforcing"},
 			"ROBOTSGATE_MODE", []string{`ROBOTSGATE_MODE: "enforcing" is not valid; use "enforce" or "audit"`}},
+		{"token with a space", map[string]string{"ROBOTSGATE_TOKEN": "GPT Bot"},
+			"ROBOTSGATE_TOKEN", []string{`ROBOTSGATE_TOKEN: "GPT Bot" is not a product token`, `"GPTBot"`}},
+		{"token star", map[string]string{"ROBOTSGATE_TOKEN": "*"},
+			"ROBOTSGATE_TOKEN", []string{`"*" is not a product token`}},
+		{"token with a version", map[string]string{"ROBOTSGATE_TOKEN": "GPTBot/1.0"},
+			"ROBOTSGATE_TOKEN", []string{`"GPTBot/1.0" is not a product token`}},
+		{"credentials file missing", map[string]string{"ROBOTSGATE_CREDENTIALS_FILE": missing},
+			"ROBOTSGATE_CREDENTIALS_FILE", []string{"cannot be read", "missing.pem"}},
+		{"auth required without credentials", map[string]string{"ROBOTSGATE_AUTH": "required"},
+			"ROBOTSGATE_AUTH", []string{"ROBOTSGATE_AUTH: is required, but no credentials are set", "ROBOTSGATE_CREDENTIALS_FILE"}},
+		{"auth optional without credentials", map[string]string{"ROBOTSGATE_AUTH": "optional"},
+			"ROBOTSGATE_AUTH", []string{"is optional, but no credentials are set"}},
+		{"auth off with credentials", map[string]string{"ROBOTSGATE_AUTH": "off", "ROBOTSGATE_CREDENTIALS_FILE": notPEM},
+			"ROBOTSGATE_AUTH", []string{"is off, but ROBOTSGATE_CREDENTIALS_FILE is set"}},
+		{"auth unknown", map[string]string{"ROBOTSGATE_AUTH": "basic"},
+			"ROBOTSGATE_AUTH", []string{`"basic" is not valid; use "off", "optional" or "required"`}},
 		{"mitm", map[string]string{"ROBOTSGATE_MITM": "yes"},
 			"ROBOTSGATE_MITM", []string{`ROBOTSGATE_MITM: "yes" is not a boolean; use "true" or "false"`}},
 		{"ca cert without key", map[string]string{"ROBOTSGATE_CA_CERT": certFile},

@@ -9,6 +9,7 @@ import (
 	"robotsgate/cache"
 	"robotsgate/proxy"
 	"robotsgate/proxy/destination"
+	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
 	"robotsgate/robots/fetch"
 )
@@ -103,6 +104,12 @@ func (c *Config) CacheOptions(log *slog.Logger) cache.Options {
 	o.MetricsPrefix = proxy.RulesMetricsPrefix
 	o.Logger = log
 	return o
+}
+
+// IdentityOptions say whose rules apply to a request: ROBOTSGATE_AUTH,
+// ROBOTSGATE_CREDENTIALS_FILE and ROBOTSGATE_TOKEN.
+func (c *Config) IdentityOptions(log *slog.Logger) identity.Options {
+	return identity.Options{Mode: c.Auth, CredentialsFile: c.CredentialsFile, Token: c.Token, Logger: log}
 }
 
 // CA is the CA that intercepts HTTPS: the pair in ROBOTSGATE_CA_CERT and

@@ -198,7 +198,7 @@ func BenchmarkDecision(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				_, answer := p.srv.decide(req, nil)
+				_, answer := p.srv.decide(req, nil, nil)
 				if bc.allowed != (answer == nil) {
 					b.Fatalf("allowed %v, answer %v", bc.allowed, answer)
 				}

@@ -11,6 +11,7 @@ import (
 	"robotsgate/cache"
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
+	"robotsgate/proxy/identity"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 )
@@ -26,7 +27,10 @@ type decision struct {
 	verdict robots.Verdict
 	// maxForwards is the Max-Forwards value to send on, "" to send none.
 	maxForwards string
-	done        bool
+	// uaToken is the User-Agent's token when another token is judged; the
+	// record points to it.
+	uaToken string
+	done    bool
 }
 
 func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {
@@ -42,8 +46,8 @@ func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {
 }
 
 // serveProxied judges a request read plainly (tun == nil) or inside a
-// tunnel, and forwards it or answers it.
-func (s *Server) serveProxied(w http.ResponseWriter, r *http.Request, tun *tunnel) {
+// tunnel, as cred's when it is not nil, and forwards it or answers it.
+func (s *Server) serveProxied(w http.ResponseWriter, r *http.Request, tun *tunnel, cred *identity.Credential) {
 	if len(r.TransferEncoding) > 0 {
 		// Go's reader drops a Content-Length sent beside Transfer-Encoding
 		// before a handler sees it, so every chunked request closes its
@@ -51,7 +55,7 @@ func (s *Server) serveProxied(w http.ResponseWriter, r *http.Request, tun *tunne
 		// ambiguous one.
 		w.Header().Set("Connection", "close")
 	}
-	d, answer := s.decide(r, tun)
+	d, answer := s.decide(r, tun, cred)
 	if answer != nil {
 		answer.write(w, r)
 		return
@@ -61,7 +65,7 @@ func (s *Server) serveProxied(w http.ResponseWriter, r *http.Request, tun *tunne
 
 // decide builds the canonical target and judges it. It returns the answer
 // to send, its record written, or nil when the request is to be forwarded.
-func (s *Server) decide(r *http.Request, tun *tunnel) (*decision, *page) {
+func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential) (*decision, *page) {
 	d := s.newDecision(r, tun)
 	t := &d.target
 	perr := parseTarget(r, tun, s.opts.Client.MaxURLBytes, t)
@@ -82,7 +86,7 @@ func (s *Server) decide(r *http.Request, tun *tunnel) (*decision, *page) {
 	if p := d.auditUnwritable(); p != nil {
 		return d, p
 	}
-	d.rec.Token = robots.ProductToken(d.rec.UserAgent)
+	d.identify(cred)
 	if err := s.opts.Destinations.Check(t.host); err != nil {
 		return d, d.destinationPage(err)
 	}
@@ -113,6 +117,42 @@ func (s *Server) decide(r *http.Request, tun *tunnel) (*decision, *page) {
 	}
 	d.rec.Forwarded = true
 	return d, nil
+}
+
+// identify settles the token judged: cred's, the pinned one, or the
+// User-Agent's, which is recorded beside any other.
+func (d *decision) identify(cred *identity.Credential) {
+	uaToken := robots.ProductToken(d.rec.UserAgent)
+	token, fromUA := d.s.opts.Identity.Token(cred, uaToken)
+	d.rec.Token = token
+	if cred != nil {
+		d.rec.Credential = cred.Name
+	}
+	if !fromUA {
+		d.uaToken = uaToken
+		d.rec.UAToken = &d.uaToken
+		d.rec.UAMismatch = !strings.EqualFold(uaToken, token)
+	}
+}
+
+// authenticate checks the client's proxy credential, if the proxy asks
+// for one. It returns the credential (nil for an anonymous client the
+// gate lets through), or false once it has answered 407.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*identity.Credential, bool) {
+	if s.opts.Identity.Mode() == identity.ModeOff {
+		return nil, true
+	}
+	cred, failure := s.opts.Identity.Authenticate(r.Context(), r.Header["Proxy-Authorization"], r.RemoteAddr)
+	if failure == nil {
+		return cred, true
+	}
+	d := s.newDecision(r, nil)
+	d.rec.URL = describeRequest(r, nil)
+	d.rec.PathsChecked = r.Method != http.MethodConnect
+	p := d.failPage(http.StatusProxyAuthRequired, "proxy authentication required: "+failure.Error(), nil)
+	p.header.Set("Proxy-Authenticate", `Basic realm="robotsgate"`)
+	p.write(w, r)
+	return nil, false
 }
 
 // describeRequest is what a refused request asked for, for its record:

@@ -22,6 +22,7 @@ import (
 	"robotsgate/cache"
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
+	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
 	"robotsgate/robots/fetch"
 )
@@ -155,6 +156,7 @@ type proxyConfig struct {
 	onAuditError AuditOnError
 	client       ClientLimits
 	destinations *destination.Policy
+	identity     *identity.Gate
 }
 
 // testProxy is a real Server, over a real cache and robots.txt fetcher,
@@ -208,6 +210,7 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 		Client:       cfg.client,
 		AuditOnError: cfg.onAuditError,
 		Destinations: cfg.destinations,
+		Identity:     cfg.identity,
 		Logger:       slog.New(slog.NewJSONHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Version:      "test",
 	}

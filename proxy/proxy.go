@@ -35,6 +35,7 @@ import (
 	"robotsgate/cache"
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
+	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
 	"robotsgate/robots/fetch"
 )
@@ -62,6 +63,10 @@ type Options struct {
 	// Issuer intercepts HTTPS, its CA offered at /ca.pem; nil tunnels
 	// TLS blind, judged by host.
 	Issuer *mitm.Issuer
+	// Identity decides whose rules apply to a request: a credential, a
+	// pinned token or the User-Agent's; its metrics are served too. nil
+	// judges every request by its User-Agent.
+	Identity *identity.Gate
 	// Destinations are never connected to, for forwarded requests and
 	// tunnels alike; nil denies nothing.
 	Destinations *destination.Policy
@@ -171,6 +176,9 @@ func New(opts Options) (*Server, error) {
 	collected := []prometheus.Collector{opts.Rules}
 	if opts.Issuer != nil { // a nil *Issuer in an interface is not nil
 		collected = append(collected, opts.Issuer)
+	}
+	if opts.Identity != nil {
+		collected = append(collected, opts.Identity)
 	}
 	s.metrics = newMetrics(opts.Version, collected...)
 	opts.Audit.Watch(s.auditStateChanged)
@@ -288,26 +296,37 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // serveClient takes every request a client sends the proxy directly:
 // CONNECT goes to goproxy, a path to the proxy's own endpoints, an
-// absolute URL through the gate.
+// absolute URL through the gate. CONNECTs and absolute URLs authenticate
+// first; a CONNECT's credential travels in its request's context to the
+// tunnel it opens.
 func (s *Server) serveClient(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case r.Method == http.MethodConnect:
-		s.goproxy.ServeHTTP(keepBuffered{w}, r)
-	case strings.HasPrefix(r.RequestURI, "/"):
+	if strings.HasPrefix(r.RequestURI, "/") && r.Method != http.MethodConnect {
 		s.endpoints.ServeHTTP(w, r)
-	default:
-		s.serveProxied(w, r, nil)
+		return
 	}
+	cred, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if r.Method == http.MethodConnect {
+		if cred != nil {
+			r = r.WithContext(context.WithValue(r.Context(), credentialKey{}, cred))
+		}
+		s.goproxy.ServeHTTP(keepBuffered{w}, r)
+		return
+	}
+	s.serveProxied(w, r, nil, cred)
 }
 
-// serveTunneled takes every request read inside a tunnel.
+// serveTunneled takes every request read inside a tunnel: each speaks for
+// the credential its CONNECT presented.
 func (s *Server) serveTunneled(w http.ResponseWriter, r *http.Request) {
 	tun, _ := r.Context().Value(tunnelKey{}).(*tunnel)
 	if tun == nil {
 		http.Error(w, "robotsgate: request outside any tunnel", http.StatusInternalServerError)
 		return
 	}
-	s.serveProxied(w, r, tun)
+	s.serveProxied(w, r, tun, tun.cred)
 }
 
 // ListensBeyondLoopback reports whether clients other than this host's can

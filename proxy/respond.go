@@ -97,9 +97,14 @@ func forbiddenText(d *decision) []byte {
 	var b bytes.Buffer
 	b.WriteString("403 Forbidden: robots.txt does not allow this crawler to fetch this URL.\n\n")
 	fmt.Fprintf(&b, "URL:         %s\n", d.rec.URL)
-	if d.rec.Token == "" {
+	switch {
+	case d.rec.Credential != "":
+		fmt.Fprintf(&b, "Crawler:     product token %q, of proxy credential %q (User-Agent %q)\n", d.rec.Token, d.rec.Credential, d.rec.UserAgent)
+	case d.rec.UAToken != nil:
+		fmt.Fprintf(&b, "Crawler:     product token %q, set by the proxy's operator (User-Agent %q)\n", d.rec.Token, d.rec.UserAgent)
+	case d.rec.Token == "":
 		fmt.Fprintf(&b, "Crawler:     no product token in User-Agent %q, so the \"User-agent: *\" group applies\n", d.rec.UserAgent)
-	} else {
+	default:
 		fmt.Fprintf(&b, "Crawler:     product token %q, from User-Agent %q\n", d.rec.Token, d.rec.UserAgent)
 	}
 	fmt.Fprintf(&b, "robots.txt:  %s\n", d.robotsURL())

@@ -15,6 +15,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"robotsgate/proxy/audit"
+	"robotsgate/proxy/identity"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 )
@@ -28,7 +29,12 @@ type tunnel struct {
 	// scheme is "https" for an intercepted TLS tunnel and "http" for one
 	// that carries plain HTTP: the scheme of every request inside.
 	scheme string
+	// cred is the credential the CONNECT presented, nil for none.
+	cred *identity.Credential
 }
+
+// credentialKey is the context key of a CONNECT's *identity.Credential.
+type credentialKey struct{}
 
 // tlsRecordHandshake starts every TLS connection (a ClientHello record).
 const tlsRecordHandshake = 0x16
@@ -65,6 +71,7 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 	if perr != nil {
 		return reject(d.failPage(perr.status, perr.why, nil))
 	}
+	tun.cred, _ = r.Context().Value(credentialKey{}).(*identity.Credential)
 	if s.stopping.Load() {
 		return reject(d.failPage(http.StatusServiceUnavailable, "robotsgate is shutting down", nil))
 	}
@@ -93,7 +100,7 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 // open until what the tunnel carries is known.
 func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 	d.rec.PathsChecked = false
-	d.rec.Token = robots.ProductToken(d.rec.UserAgent)
+	d.identify(tun.cred)
 	// A blind tunnel only ever relays TLS: it is judged as HTTPS whatever
 	// its port. Plain HTTP in it is read and judged request by request.
 	origin, err := robots.OriginOf("https://" + tun.authority)
@@ -205,7 +212,8 @@ func (d *decision) carriesPlainHTTP(tun *tunnel) {
 			URL: d.rec.URL, UserAgent: d.rec.UserAgent, Token: d.rec.Token,
 			Verdict: robots.VerdictAllow, Reason: "the tunnel carries plain HTTP: each request in it is judged",
 		},
-		Origin: origin, PathsChecked: true, Mode: d.rec.Mode, Forwarded: true, Status: http.StatusOK,
+		Credential: d.rec.Credential, UAToken: d.rec.UAToken, UAMismatch: d.rec.UAMismatch,
+		Origin:     origin, PathsChecked: true, Mode: d.rec.Mode, Forwarded: true, Status: http.StatusOK,
 	}
 	d.finish()
 }

@@ -32,10 +32,19 @@ type Record struct {
 	// token) and the verdict in the words check -json and the 403 use
 	// too; verdict is "error" when no verdict could be reached.
 	robots.Decision
-	Origin       string `json:"origin,omitempty"`       // whose robots.txt applies
-	Tunnel       string `json:"tunnel,omitempty"`       // the CONNECT target, for requests inside an intercepted tunnel
-	PathsChecked bool   `json:"paths_checked"`          // false for a tunnel that was not intercepted: only the host was judged
-	RobotsCache  string `json:"robots_cache,omitempty"` // hit, loaded, or stale (origin unreachable, last good copy obeyed)
+	// Credential is the name of the proxy credential the client
+	// authenticated with; its token is the one judged.
+	Credential string `json:"credential,omitempty"`
+	// UAToken is the token of the User-Agent, set (even to "") when the
+	// token judged came from elsewhere: a credential or the operator's
+	// pinned token. UAMismatch says the two differ: a crawler that names
+	// itself other than it is.
+	UAToken      *string `json:"ua_token,omitempty"`
+	UAMismatch   bool    `json:"ua_mismatch,omitempty"`
+	Origin       string  `json:"origin,omitempty"`       // whose robots.txt applies
+	Tunnel       string  `json:"tunnel,omitempty"`       // the CONNECT target, for requests inside an intercepted tunnel
+	PathsChecked bool    `json:"paths_checked"`          // false for a tunnel that was not intercepted: only the host was judged
+	RobotsCache  string  `json:"robots_cache,omitempty"` // hit, loaded, or stale (origin unreachable, last good copy obeyed)
 
 	Mode      string  `json:"mode"`      // enforce or audit
 	Forwarded bool    `json:"forwarded"` // the request went to the origin
