@@ -213,7 +213,7 @@ func (d *decision) carriesPlainHTTP(tun *tunnel) {
 			Verdict: robots.VerdictAllow, Reason: "the tunnel carries plain HTTP: each request in it is judged",
 		},
 		Credential: d.rec.Credential, UAToken: d.rec.UAToken, UAMismatch: d.rec.UAMismatch,
-		Origin:     origin, PathsChecked: true, Mode: d.rec.Mode, Forwarded: true, Status: http.StatusOK,
+		Origin: origin, PathsChecked: true, Mode: d.rec.Mode, Forwarded: true, Status: http.StatusOK,
 	}
 	d.finish()
 }

@@ -38,6 +38,9 @@ func (c *Credentials) Lookup(name string) *Credential { return c.byName[name] }
 // maxFileBytes bounds a credentials file: a million bcrypt lines fit.
 const maxFileBytes = 64 << 20
 
+// maxCost is the highest bcrypt cost accepted, htpasswd's own limit.
+const maxCost = 17
+
 // LoadCredentials reads and parses the credentials file at path.
 func LoadCredentials(path string) (*Credentials, error) {
 	f, err := os.Open(path)
@@ -72,7 +75,7 @@ func ParseCredentials(data []byte) (*Credentials, error) {
 	bad := func(n int, format string, args ...any) {
 		problems = append(problems, fmt.Errorf("line %d: %s", n, fmt.Sprintf(format, args...)))
 	}
-	maxCost := bcrypt.MinCost
+	decoyCost := bcrypt.MinCost
 	data = bytes.TrimPrefix(data, []byte("\xEF\xBB\xBF"))
 	n := 0
 	for line := range strings.Lines(string(data)) {
@@ -107,6 +110,10 @@ func ParseCredentials(data []byte) (*Credentials, error) {
 			bad(n, "%q has a malformed bcrypt hash (%v): make the line again with htpasswd -B", name, err)
 			continue
 		}
+		if cost > maxCost {
+			bad(n, "%q has a bcrypt cost of %d, above %d, the most htpasswd -C makes: each check would take minutes", name, cost, maxCost)
+			continue
+		}
 		token := name
 		if len(fields) == 3 {
 			token = fields[2]
@@ -124,7 +131,7 @@ func ParseCredentials(data []byte) (*Credentials, error) {
 			continue
 		}
 		lineOf[name] = n
-		maxCost = max(maxCost, cost)
+		decoyCost = max(decoyCost, cost)
 		creds.byName[name] = &Credential{Name: name, Token: token, hash: []byte(hash)}
 	}
 	if len(problems) > 0 {
@@ -133,7 +140,7 @@ func ParseCredentials(data []byte) (*Credentials, error) {
 	if len(creds.byName) == 0 {
 		return nil, errors.New("holds no credential; add lines with htpasswd -B FILE NAME")
 	}
-	decoy, err := bcrypt.GenerateFromPassword([]byte("robotsgate decoy"), maxCost)
+	decoy, err := bcrypt.GenerateFromPassword([]byte("robotsgate decoy"), decoyCost)
 	if err != nil {
 		return nil, fmt.Errorf("decoy hash: %w", err)
 	}
