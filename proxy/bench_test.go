@@ -20,6 +20,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"robotsgate/cache"
+	"robotsgate/proxy/identity"
 )
 
 // benchBody is what the benchmark origin answers: a small page.
@@ -163,6 +164,25 @@ func BenchmarkThroughput(b *testing.B) {
 	})
 	b.Run("bare-goproxy-connwrap", func(b *testing.B) {
 		runThroughput(b, startBareGoproxy(b, true), target)
+	})
+}
+
+// BenchmarkAuthenticated compares keep-alive plain HTTP through
+// robotsgate with no authentication and with a credential required and
+// sent on every request (the worst case: inside a tunnel the CONNECT
+// carries it once), verified once with bcrypt and then remembered.
+func BenchmarkAuthenticated(b *testing.B) {
+	origin := startBenchOrigin(b)
+	target := origin.URL + "/page"
+	b.Run("anonymous", func(b *testing.B) {
+		p := startProxy(b, proxyConfig{audit: io.Discard})
+		runThroughput(b, p.url, target)
+	})
+	b.Run("authenticated", func(b *testing.B) {
+		p := startProxy(b, proxyConfig{audit: io.Discard, identity: newGate(b, identity.Options{}, "acme-crawler-7:secret:curl")})
+		withCredentials := *p.url
+		withCredentials.User = url.UserPassword("acme-crawler-7", "secret")
+		runThroughput(b, &withCredentials, target)
 	})
 }
 
