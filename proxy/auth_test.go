@@ -26,6 +26,20 @@ const browserUA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, li
 // name:password:token entries.
 func newGate(t testing.TB, opts identity.Options, entries ...string) *identity.Gate {
 	t.Helper()
+	if len(entries) > 0 {
+		opts.CredentialsFile = filepath.Join(t.TempDir(), "credentials")
+		writeCredentials(t, opts.CredentialsFile, entries...)
+	}
+	g, err := identity.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// writeCredentials writes a credentials file of name:password:token entries.
+func writeCredentials(t testing.TB, path string, entries ...string) {
+	t.Helper()
 	var file strings.Builder
 	for _, e := range entries {
 		name, rest, _ := strings.Cut(e, ":")
@@ -36,17 +50,9 @@ func newGate(t testing.TB, opts identity.Options, entries ...string) *identity.G
 		}
 		file.WriteString(name + ":" + string(hash) + ":" + token + "\n")
 	}
-	if len(entries) > 0 {
-		opts.CredentialsFile = filepath.Join(t.TempDir(), "credentials")
-		if err := os.WriteFile(opts.CredentialsFile, []byte(file.String()), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	g, err := identity.New(opts)
-	if err != nil {
+	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return g
 }
 
 func basicAuth(name, password string) string {
@@ -329,5 +335,47 @@ func TestAuthMetrics(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestReloadReachesOpenTunnels: a reload that changes a credential's token
+// applies to its open tunnels at once; one that removes the credential
+// refuses and closes them.
+func TestReloadReachesOpenTunnels(t *testing.T) {
+	o := startEchoOrigin(t, true)
+	file := filepath.Join(t.TempDir(), "credentials")
+	writeCredentials(t, file, "acme:right:curl")
+	gate := newGate(t, identity.Options{CredentialsFile: file})
+	p := startProxy(t, proxyConfig{mitm: true, roots: o.roots, identity: gate})
+
+	c := dialProxy(t, p)
+	if resp, _ := c.send(proxyRequest(t, http.MethodConnect, o.host(), curlUA, basicAuth("acme", "right"))); resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %d", resp.StatusCode)
+	}
+	tn := openTLS(t, &tunnelConn{Conn: c.conn, r: c.r}, "127.0.0.1", p.caPool())
+	if resp, _ := tn.do("GET", o.host(), "/page", browserUA); resp.StatusCode != 200 {
+		t.Fatalf("/page as curl: %d", resp.StatusCode)
+	}
+	// Same password, another token: the tunnel speaks for it from now on.
+	b, _ := os.ReadFile(file)
+	os.WriteFile(file, []byte(strings.Replace(string(b), ":curl\n", ":badbot\n", 1)), 0o600)
+	if err := gate.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := tn.do("GET", o.host(), "/page", browserUA); resp.StatusCode != 403 {
+		t.Errorf("/page once acme speaks for badbot: %d, want 403", resp.StatusCode)
+	}
+	// Removed: refused, and the tunnel closes.
+	writeCredentials(t, file, "other:pass:curl")
+	if err := gate.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := tn.do("GET", o.host(), "/page", browserUA)
+	if resp.StatusCode != 403 || !strings.Contains(body, "no longer valid") || !resp.Close {
+		t.Errorf("/page once acme was removed: %d close=%v\n%s", resp.StatusCode, resp.Close, body)
+	}
+	tn.conn.SetReadDeadline(time.Now().Add(testTimeout))
+	if n, err := tn.r.Read(make([]byte, 1)); err == nil {
+		t.Errorf("the tunnel stayed open (%d bytes more)", n)
 	}
 }

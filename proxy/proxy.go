@@ -319,14 +319,27 @@ func (s *Server) serveClient(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveTunneled takes every request read inside a tunnel: each speaks for
-// the credential its CONNECT presented.
+// the credential its CONNECT presented, as long as that credential is in
+// force; once a reload removed it, the tunnel is refused and closed.
 func (s *Server) serveTunneled(w http.ResponseWriter, r *http.Request) {
 	tun, _ := r.Context().Value(tunnelKey{}).(*tunnel)
 	if tun == nil {
 		http.Error(w, "robotsgate: request outside any tunnel", http.StatusInternalServerError)
 		return
 	}
-	s.serveProxied(w, r, tun, tun.cred)
+	cred := tun.cred
+	if cred != nil {
+		if cred = s.opts.Identity.Current(cred); cred == nil {
+			d := s.newDecision(r, tun)
+			d.rec.URL = describeRequest(r, tun)
+			d.rec.Credential = tun.cred.Name
+			p := d.failPage(http.StatusForbidden, "the proxy credential this tunnel was opened with is no longer valid; open a new one", nil)
+			p.header.Set("Connection", "close")
+			p.write(w, r)
+			return
+		}
+	}
+	s.serveProxied(w, r, tun, cred)
 }
 
 // ListensBeyondLoopback reports whether clients other than this host's can

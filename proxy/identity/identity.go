@@ -12,6 +12,7 @@
 package identity
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -60,6 +61,9 @@ const (
 	// failed: long enough that a client repeating it costs no bcrypt, short
 	// enough that a fixed typo is not held against it.
 	forgetFailureAfter = time.Minute
+	// rememberFailedMax bounds the failed credentials remembered, apart
+	// from the good ones, so that a flood of wrong ones evicts none of them.
+	rememberFailedMax = 1024
 )
 
 // Options configure a Gate.
@@ -96,9 +100,10 @@ type Gate struct {
 // state is one credentials file and what was verified against it: a
 // reload replaces both, so a removed credential stops working at once.
 type state struct {
-	creds *Credentials
-	mu    sync.RWMutex
-	known *simplelru.LRU[[macSize]byte, verdict]
+	creds  *Credentials
+	mu     sync.RWMutex
+	known  *simplelru.LRU[[macSize]byte, verdict] // verified
+	failed *simplelru.LRU[[macSize]byte, verdict] // refused
 }
 
 // verdict is a remembered verification: cred nil means it failed.
@@ -151,8 +156,9 @@ func New(opts Options) (*Gate, error) {
 }
 
 func (g *Gate) newState(creds *Credentials) *state {
-	known, _ := simplelru.NewLRU[[macSize]byte, verdict](g.opts.RememberMax, nil) // size is positive
-	return &state{creds: creds, known: known}
+	known, _ := simplelru.NewLRU[[macSize]byte, verdict](g.opts.RememberMax, nil) // sizes are positive
+	failed, _ := simplelru.NewLRU[[macSize]byte, verdict](rememberFailedMax, nil)
+	return &state{creds: creds, known: known, failed: failed}
 }
 
 // Mode is the mode in force; a nil Gate's is ModeOff.
@@ -250,7 +256,7 @@ func (g *Gate) Authenticate(ctx context.Context, header []string, client string)
 	// keeps failing waits first.
 	addr := addressOf(client)
 	if err := g.failures.wait(ctx, addr, time.Now()); err != nil {
-		return nil, &Failure{Reason: ReasonGone}
+		return nil, g.gone()
 	}
 	if len(header) > 1 {
 		return nil, g.fail(addr, "", ReasonMalformed)
@@ -269,7 +275,7 @@ func (g *Gate) Authenticate(ctx context.Context, header []string, client string)
 	}
 	match, err := g.compare(ctx, hash, password)
 	if err != nil {
-		return nil, &Failure{Reason: ReasonGone}
+		return nil, g.gone()
 	}
 	now := time.Now()
 	if cred != nil && match {
@@ -284,6 +290,28 @@ func (g *Gate) Authenticate(ctx context.Context, header []string, client string)
 	}
 	st.remember(key, verdict{reason: reason, until: now.Add(min(g.opts.Remember, forgetFailureAfter))})
 	return nil, g.fail(addr, name, reason)
+}
+
+// gone counts a client that left before it could be checked.
+func (g *Gate) gone() *Failure {
+	g.metrics.failures.WithLabelValues(string(ReasonGone)).Inc()
+	return &Failure{Reason: ReasonGone}
+}
+
+// Current returns the credential in force now that has cred's name and
+// password, with its token as the file now says; nil once it was removed
+// or its password changed. A tunnel opened with cred asks this of each
+// request, so that a reload revokes it.
+func (g *Gate) Current(cred *Credential) *Credential {
+	st := g.state.Load()
+	if st == nil {
+		return nil
+	}
+	now := st.creds.Lookup(cred.Name)
+	if now == nil || !bytes.Equal(now.hash, cred.hash) {
+		return nil
+	}
+	return now
 }
 
 // compare runs bcrypt, at most GOMAXPROCS at once.
@@ -304,7 +332,7 @@ func (g *Gate) fail(addr, name string, reason Reason) *Failure {
 	g.metrics.failures.WithLabelValues(string(reason)).Inc()
 	n := g.failures.add(addr, time.Now())
 	if n&(n-1) == 0 {
-		g.log.Warn("proxy authentication failed", "client", addr, "name", name, "reason", string(reason),
+		g.log.Warn("proxy authentication failed", "client", addr, "name", printable(name), "reason", string(reason),
 			"failures", n, "slowed_down", g.failures.delay(n).String())
 	}
 	return &Failure{Reason: reason}
@@ -313,6 +341,9 @@ func (g *Gate) fail(addr, name string, reason Reason) *Failure {
 func (st *state) recall(key [macSize]byte, now time.Time) (verdict, bool) {
 	st.mu.RLock()
 	v, ok := st.known.Peek(key)
+	if !ok {
+		v, ok = st.failed.Peek(key)
+	}
 	st.mu.RUnlock()
 	if !ok || now.After(v.until) {
 		return verdict{}, false
@@ -322,8 +353,25 @@ func (st *state) recall(key [macSize]byte, now time.Time) (verdict, bool) {
 
 func (st *state) remember(key [macSize]byte, v verdict) {
 	st.mu.Lock()
-	st.known.Add(key, v)
+	if v.cred != nil {
+		st.failed.Remove(key)
+		st.known.Add(key, v)
+	} else {
+		st.failed.Add(key, v)
+	}
 	st.mu.Unlock()
+}
+
+// printable is a name a client sent, fit for a log line: at most 64
+// bytes, printable ASCII, anything else as "?".
+func printable(name string) string {
+	b := []byte(name[:min(len(name), 64)])
+	for i, c := range b {
+		if c < 0x20 || c > 0x7E {
+			b[i] = '?'
+		}
+	}
+	return string(b)
 }
 
 // parseBasic reads "Basic base64(name:password)" (RFC 7617).
