@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -167,6 +168,15 @@ func (p *proxyProcess) terminate() {
 	})
 }
 
+// hangUp sends SIGHUP, which makes robotsgate re-read its credentials
+// file.
+func (p *proxyProcess) hangUp() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		p.t.Fatalf("SIGHUP robotsgate: %v", err)
+	}
+}
+
 // wait waits for the process to exit and returns its exit code; it kills
 // a process still running after stopTimeout.
 func (p *proxyProcess) wait() int {
@@ -285,8 +295,9 @@ type origin struct {
 	*httptest.Server
 	addr string // 127.0.0.1:port
 
-	mu   sync.Mutex
-	hits map[string]int
+	mu      sync.Mutex
+	hits    map[string]int
+	headers []http.Header // of every request received, in order
 }
 
 func newOrigin(t *testing.T, useTLS bool, pages map[string]http.HandlerFunc) *origin {
@@ -299,6 +310,7 @@ func newOrigin(t *testing.T, useTLS bool, pages map[string]http.HandlerFunc) *or
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o.mu.Lock()
 		o.hits[r.URL.Path]++
+		o.headers = append(o.headers, r.Header.Clone())
 		o.mu.Unlock()
 		if page, ok := pages[r.URL.Path]; ok {
 			page(w, r)
@@ -323,6 +335,13 @@ func (o *origin) count(path string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.hits[path]
+}
+
+// received is the header of every request the origin has received.
+func (o *origin) received() []http.Header {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.headers)
 }
 
 // base is the origin's URL without a path: http:// or https:// and addr.
@@ -456,6 +475,10 @@ type auditRecord struct {
 	Status       int    `json:"status"`
 	Bytes        int64  `json:"bytes"`
 	Error        string `json:"error"`
+	// Who the request was judged as (issue 9); see identity_test.go.
+	Credential string `json:"credential"`
+	UAToken    string `json:"ua_token"`
+	UAMismatch bool   `json:"ua_mismatch"`
 }
 
 // alwaysInAudit are the fields every record carries, even when empty.
