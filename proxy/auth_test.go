@@ -339,8 +339,8 @@ func TestAuthMetrics(t *testing.T) {
 }
 
 // TestReloadReachesOpenTunnels: a reload that changes a credential's token
-// applies to its open tunnels at once; one that removes the credential
-// refuses and closes them.
+// applies to its open tunnels at once, one that only rehashes it leaves
+// them be, one that removes it refuses and closes them.
 func TestReloadReachesOpenTunnels(t *testing.T) {
 	o := startEchoOrigin(t, true)
 	file := filepath.Join(t.TempDir(), "credentials")
@@ -356,9 +356,9 @@ func TestReloadReachesOpenTunnels(t *testing.T) {
 	if resp, _ := tn.do("GET", o.host(), "/page", browserUA); resp.StatusCode != 200 {
 		t.Fatalf("/page as curl: %d", resp.StatusCode)
 	}
-	// Same password, another token: the tunnel speaks for it from now on.
-	b, _ := os.ReadFile(file)
-	os.WriteFile(file, []byte(strings.Replace(string(b), ":curl\n", ":badbot\n", 1)), 0o600)
+	// Same password hashed anew (new salt), another token: the tunnel
+	// speaks for it from now on.
+	writeCredentials(t, file, "acme:right:badbot")
 	if err := gate.Reload(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@
 package identity
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -262,7 +261,8 @@ func (g *Gate) Authenticate(ctx context.Context, header []string, client string)
 		return nil, g.fail(addr, "", ReasonMalformed)
 	}
 	if v, ok := st.recall(key, time.Now()); ok && v.cred == nil {
-		return nil, g.fail(addr, "", v.reason)
+		name, _, _ := parseBasic(header[0])
+		return nil, g.fail(addr, name, v.reason)
 	}
 	name, password, ok := parseBasic(header[0])
 	if !ok {
@@ -298,20 +298,17 @@ func (g *Gate) gone() *Failure {
 	return &Failure{Reason: ReasonGone}
 }
 
-// Current returns the credential in force now that has cred's name and
-// password, with its token as the file now says; nil once it was removed
-// or its password changed. A tunnel opened with cred asks this of each
-// request, so that a reload revokes it.
+// Current returns the credential of cred's name in the file in force,
+// with its token as the file now says, or nil once its line is gone. A
+// tunnel opened with cred asks this of each request, so that a reload
+// reaches it. The password is not checked again (it is not kept): a
+// changed password applies to new tunnels, a removed line to open ones.
 func (g *Gate) Current(cred *Credential) *Credential {
 	st := g.state.Load()
 	if st == nil {
 		return nil
 	}
-	now := st.creds.Lookup(cred.Name)
-	if now == nil || !bytes.Equal(now.hash, cred.hash) {
-		return nil
-	}
-	return now
+	return st.creds.Lookup(cred.Name)
 }
 
 // compare runs bcrypt, at most GOMAXPROCS at once.
