@@ -393,29 +393,7 @@ func upstreamCA(t *testing.T, origins ...*origin) string {
 // answer, with its body when it is not a 200.
 func (p *proxyProcess) connect(t *testing.T, target, userAgent string) (net.Conn, reply) {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
-	if err != nil {
-		t.Fatalf("dial the proxy: %v", err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	conn.SetDeadline(time.Now().Add(requestTimeout))
-	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\n\r\n", target, target, userAgent)
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		t.Fatalf("CONNECT %s: reading the answer: %v", target, err)
-	}
-	var body []byte
-	if resp.StatusCode != http.StatusOK {
-		// A refusal has a body; a 200 is followed by the tunnel itself.
-		if body, err = io.ReadAll(resp.Body); err != nil {
-			t.Fatalf("CONNECT %s: reading the answer's body: %v", target, err)
-		}
-	}
-	if br.Buffered() > 0 {
-		t.Fatalf("CONNECT %s: %d unexpected bytes after the answer", target, br.Buffered())
-	}
-	return conn, reply{status: resp.StatusCode, header: resp.Header, body: body}
+	return connectAs(t, p, target, userAgent, "")
 }
 
 // intercept opens a tunnel to target and starts TLS in it as a client that

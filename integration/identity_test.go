@@ -764,6 +764,7 @@ func connectAs(t *testing.T, p *proxyProcess, target, userAgent, auth string) (n
 	}
 	var body []byte
 	if resp.StatusCode != http.StatusOK {
+		// A refusal has a body; a 200 is followed by the tunnel itself.
 		if body, err = io.ReadAll(resp.Body); err != nil {
 			t.Fatalf("CONNECT %s: reading the answer's body: %v", target, err)
 		}
