@@ -137,11 +137,13 @@ func New(opts Options) (*Gate, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gate{
-		opts:      opts,
-		log:       opts.Logger,
-		key:       newMACKey(),
-		failures:  newFailureTracker(),
-		verifying: make(chan struct{}, runtime.GOMAXPROCS(0)),
+		opts:     opts,
+		log:      opts.Logger,
+		key:      newMACKey(),
+		failures: newFailureTracker(),
+		// Half the CPUs at most: a flood of wrong passwords leaves the
+		// other half to the requests already verified.
+		verifying: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 		metrics:   newGateMetrics(),
 	}
 	if opts.Mode != ModeOff {
@@ -311,7 +313,7 @@ func (g *Gate) Current(cred *Credential) *Credential {
 	return st.creds.Lookup(cred.Name)
 }
 
-// compare runs bcrypt, at most GOMAXPROCS at once.
+// compare runs bcrypt, on half the CPUs at most.
 func (g *Gate) compare(ctx context.Context, hash []byte, password string) (bool, error) {
 	select {
 	case g.verifying <- struct{}{}:

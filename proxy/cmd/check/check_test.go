@@ -64,6 +64,9 @@ func TestCheckFile(t *testing.T) {
 		{"urls on stdin", "https://example.com/\n\n# a comment\n  https://example.com/private/x  \n", []string{"-user-agent", "bingbot", "-robots", file}, ExitDisallowed,
 			"allowed\tbingbot\thttps://example.com/\tno matching rule\n" +
 				"disallowed\tbingbot\thttps://example.com/private/x\tdisallow: /private/ (line 2)\n"},
+		{"a product token is itself", "", []string{"-user-agent", "GPTBot_", "-robots", file, "/", "/private/"}, ExitDisallowed,
+			"allowed\tGPTBot_\t/\tno matching rule\n" +
+				"disallowed\tGPTBot_\t/private/\tdisallow: /private/ (line 2)\n"},
 		{"robots.txt itself", "", []string{"-user-agent", "GPTBot", "-robots", file, "/robots.txt"}, ExitAllowed,
 			"allowed\tGPTBot\t/robots.txt\trobots.txt is always allowed\n"},
 	} {
