@@ -379,3 +379,20 @@ func TestReloadReachesOpenTunnels(t *testing.T) {
 		t.Errorf("the tunnel stayed open (%d bytes more)", n)
 	}
 }
+
+// TestAuthRequiredChunked: a chunked request refused with 407 still ends
+// its connection, as every chunked request does: Content-Length beside it
+// would be ambiguous.
+func TestAuthRequiredChunked(t *testing.T) {
+	o := startEchoOrigin(t, false)
+	p := startProxy(t, proxyConfig{identity: newGate(t, identity.Options{}, "acme:right:curl")})
+	c := dialProxy(t, p)
+	req := proxyRequest(t, "POST", o.URL+"/page", curlUA, "")
+	req.TransferEncoding = []string{"chunked"}
+	req.Body = io.NopCloser(strings.NewReader("hello"))
+	resp, body := c.send(req)
+	check407(t, resp, body, "")
+	if !resp.Close {
+		t.Error("the connection of a chunked request stays open after its 407")
+	}
+}

@@ -48,19 +48,22 @@ func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {
 // serveProxied judges a request read plainly (tun == nil) or inside a
 // tunnel, as cred's when it is not nil, and forwards it or answers it.
 func (s *Server) serveProxied(w http.ResponseWriter, r *http.Request, tun *tunnel, cred *identity.Credential) {
-	if len(r.TransferEncoding) > 0 {
-		// Go's reader drops a Content-Length sent beside Transfer-Encoding
-		// before a handler sees it, so every chunked request closes its
-		// connection after the answer, as RFC 9112 §6.1 requires of that
-		// ambiguous one.
-		w.Header().Set("Connection", "close")
-	}
 	d, answer := s.decide(r, tun, cred)
 	if answer != nil {
 		answer.write(w, r)
 		return
 	}
 	d.forward(w, r)
+}
+
+// closeIfChunked closes a chunked request's connection after the answer,
+// whatever the answer (a verdict, a 407): Go's reader drops a
+// Content-Length sent beside Transfer-Encoding before a handler sees it,
+// and RFC 9112 §6.1 requires closing after that ambiguous request.
+func closeIfChunked(w http.ResponseWriter, r *http.Request) {
+	if len(r.TransferEncoding) > 0 {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // decide builds the canonical target and judges it. It returns the answer

@@ -304,6 +304,7 @@ func (s *Server) serveClient(w http.ResponseWriter, r *http.Request) {
 		s.endpoints.ServeHTTP(w, r)
 		return
 	}
+	closeIfChunked(w, r)
 	cred, ok := s.authenticate(w, r)
 	if !ok {
 		return
@@ -327,6 +328,7 @@ func (s *Server) serveTunneled(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "robotsgate: request outside any tunnel", http.StatusInternalServerError)
 		return
 	}
+	closeIfChunked(w, r)
 	cred := tun.cred
 	if cred != nil {
 		if cred = s.opts.Identity.Current(cred); cred == nil {
