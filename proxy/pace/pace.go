@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,14 +40,14 @@ const (
 	ModeOff Mode = "off"
 )
 
-// UnmarshalText accepts enforce, wait, audit and off.
+// UnmarshalText accepts enforce, wait, audit and off, in any case.
 func (m *Mode) UnmarshalText(text []byte) error {
-	switch v := Mode(text); v {
+	switch v := Mode(strings.ToLower(string(text))); v {
 	case ModeEnforce, ModeWait, ModeAudit, ModeOff:
 		*m = v
 		return nil
 	}
-	return fmt.Errorf("%q is not a pace mode: use enforce, wait, audit or off", text)
+	return fmt.Errorf("%q is not valid; use %q, %q, %q or %q", text, ModeEnforce, ModeWait, ModeAudit, ModeOff)
 }
 
 // Source says where a delay came from.
@@ -227,6 +228,10 @@ func New(opts Options) *Pacer {
 
 // Mode is the pacer's mode.
 func (p *Pacer) Mode() Mode { return p.opts.Mode }
+
+// MaxConnsPerOrigin is the bound on requests in flight to one origin, 0
+// for none.
+func (p *Pacer) MaxConnsPerOrigin() int { return p.opts.MaxConnsPerOrigin }
 
 // Identity names who shares a schedule: a credential's name, or else a
 // product token (compared case-insensitively, as robots.txt compares it).

@@ -397,7 +397,10 @@ func TestModeText(t *testing.T) {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
-	if err := m.UnmarshalText([]byte("Enforce")); err == nil {
-		t.Error("Enforce accepted")
+	if err := m.UnmarshalText([]byte("Wait")); err != nil || m != ModeWait {
+		t.Errorf("Wait: %v %v", m, err)
+	}
+	if err := m.UnmarshalText([]byte("hold")); err == nil {
+		t.Error("hold accepted")
 	}
 }
