@@ -404,3 +404,17 @@ func TestModeText(t *testing.T) {
 		t.Error("hold accepted")
 	}
 }
+
+// BenchmarkAdmit is the on-time path of a known schedule: what pacing adds
+// to an allowed request with a delay in force.
+func BenchmarkAdmit(b *testing.B) {
+	p := New(Options{})
+	d := delay(time.Nanosecond)
+	ctx := context.Background()
+	who := Identity{Token: "GPTBot"}
+	b.ReportAllocs()
+	for b.Loop() {
+		a := p.Admit(ctx, "https://www.example.com", who, d)
+		a.Done()
+	}
+}
