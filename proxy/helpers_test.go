@@ -23,8 +23,8 @@ import (
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/identity"
-	"robotsgate/proxy/pace"
 	"robotsgate/proxy/mitm"
+	"robotsgate/proxy/pace"
 	"robotsgate/robots/fetch"
 )
 
