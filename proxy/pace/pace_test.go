@@ -258,7 +258,7 @@ func TestSchedulesExpire(t *testing.T) {
 			a := p.Admit(ctx, origin, Identity{Token: fmt.Sprint("bot", i)}, delay(time.Second))
 			switch a.Outcome {
 			case OnTime:
-			case Busy:
+			case Full:
 				busy++
 				if a.RetryAfter != time.Second {
 					t.Errorf("busy, retry after %v", a.RetryAfter)
@@ -272,7 +272,7 @@ func TestSchedulesExpire(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		for i := range 1000 {
-			if a := p.Admit(ctx, origin, Identity{Token: fmt.Sprint("later", i)}, delay(time.Millisecond)); a.Outcome != OnTime && a.Outcome != Busy {
+			if a := p.Admit(ctx, origin, Identity{Token: fmt.Sprint("later", i)}, delay(time.Millisecond)); a.Outcome != OnTime && a.Outcome != Full {
 				t.Fatalf("later %d: %v", i, a.Outcome)
 			}
 			time.Sleep(time.Millisecond) // each schedule passes before the next
