@@ -24,7 +24,7 @@ func (d *decision) pace(r *http.Request, result *fetch.Result) *page {
 	}
 	asked, ok := result.Pace(d.rec.Token)
 	d.delay = d.s.opts.PacePolicy.Delay(asked, ok)
-	if d.delay.Source != pace.SourceNone {
+	if d.delay.Interval > 0 { // "Crawl-delay: 0" holds nothing back: nothing to record
 		d.rec.CrawlDelay = d.delay.Interval.Seconds()
 		d.rec.CrawlDelaySource = d.delay.Source.String()
 		d.rec.CrawlDelayLine = d.delay.Asked.Line
@@ -38,6 +38,9 @@ func (d *decision) pace(r *http.Request, result *fetch.Result) *page {
 	}
 	d.rec.Status = http.StatusTooManyRequests
 	d.rec.Forwarded = false
+	if a.Outcome == pace.TooEarly {
+		d.rec.RobotsTxt = d.robotsURL() // it decided, as for a 403
+	}
 	if a.Outcome == pace.Gone {
 		d.rec.Error = "the client went away while held for its slot"
 	}
