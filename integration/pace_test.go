@@ -1120,23 +1120,24 @@ func TestCheckCrawlDelay(t *testing.T) {
 		ua      string
 		want    map[string]any // crawl_delay, crawl_delay_source, crawl_delay_line; nil: absent
 		ignored string         // a regular expression stderr matches
+		used    int            // a line stderr must not list: check read it
 	}{
 		{"crawl-delay", nil, decimal, "ExampleBot",
 			map[string]any{"crawl_delay": 2.5, "crawl_delay_source": "crawl-delay", "crawl_delay_line": 3.0},
-			`(?im)\bline 4:.*(request-rate|bogus)`},
+			`(?im)\bline 4:.*(request-rate|bogus)`, 3},
 		{"request-rate", nil, rate, "ExampleBot",
 			map[string]any{"crawl_delay": 6.0, "crawl_delay_source": "request-rate", "crawl_delay_line": 3.0},
-			`(?im)\bline 2:.*(crawl-delay|soon)`},
+			`(?im)\bline 2:.*(crawl-delay|soon)`, 3},
 		{"none", nil, none, "ExampleBot",
-			map[string]any{"crawl_delay": 0.0, "crawl_delay_source": nil, "crawl_delay_line": nil}, ""},
+			map[string]any{"crawl_delay": 0.0, "crawl_delay_source": nil, "crawl_delay_line": nil}, "", 0},
 		{"default", []string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY=1500ms"}, none, "ExampleBot",
-			map[string]any{"crawl_delay": 1.5, "crawl_delay_source": "default", "crawl_delay_line": nil}, ""},
+			map[string]any{"crawl_delay": 1.5, "crawl_delay_source": "default", "crawl_delay_line": nil}, "", 0},
 		{"cap", []string{"ROBOTSGATE_MAX_CRAWL_DELAY=2s"}, huge, "ExampleBot",
-			map[string]any{"crawl_delay": 2.0, "crawl_delay_source": "cap", "crawl_delay_line": 2.0}, ""},
+			map[string]any{"crawl_delay": 2.0, "crawl_delay_source": "cap", "crawl_delay_line": 2.0}, "", 2},
 		{"default cap of 60s", nil, huge, "ExampleBot",
-			map[string]any{"crawl_delay": 60.0, "crawl_delay_source": "cap", "crawl_delay_line": 2.0}, ""},
+			map[string]any{"crawl_delay": 60.0, "crawl_delay_source": "cap", "crawl_delay_line": 2.0}, "", 2},
 		{"the token's group", nil, groups, gptBotUA,
-			map[string]any{"crawl_delay": 2.0, "crawl_delay_source": "crawl-delay", "crawl_delay_line": 5.0}, ""},
+			map[string]any{"crawl_delay": 2.0, "crawl_delay_source": "crawl-delay", "crawl_delay_line": 5.0}, "", 5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -1163,6 +1164,9 @@ func TestCheckCrawlDelay(t *testing.T) {
 			}
 			if c.ignored != "" && !regexp.MustCompile(c.ignored).MatchString(stderr) {
 				t.Errorf("stderr does not list the line check ignored (%s):\n%s", c.ignored, stderr)
+			}
+			if c.used != 0 && regexp.MustCompile(fmt.Sprintf(`\bline %d:`, c.used)).MatchString(stderr) {
+				t.Errorf("stderr lists line %d, which check used:\n%s", c.used, stderr)
 			}
 		})
 	}
