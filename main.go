@@ -27,6 +27,7 @@ import (
 	"robotsgate/proxy/cmd/check"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
+	"robotsgate/proxy/pace"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 )
@@ -105,6 +106,7 @@ func checkCommand(args []string) int {
 	env := check.Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Parser: robots.Parser{MaxBytes: int(cfg.ParseLimit), KeepIgnored: true}, // check lists them
+		Pace:   cfg.PacePolicy(),
 	}
 	// Roots are needed only to fetch: judging against a file works without.
 	warn := func(msg string, args ...any) { fmt.Fprintf(os.Stderr, "robotsgate check: warning: %s %v\n", msg, args) }
@@ -186,7 +188,7 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	}
 	server, err := proxy.New(proxy.Options{
 		Mode: cfg.Mode, Rules: rules, Audit: auditLog, AuditOnError: cfg.AuditOnError, Issuer: issuer,
-		Identity: gate, Destinations: destinations, Upstream: cfg.UpstreamOptions(roots), Client: cfg.ClientLimits(),
+		Identity: gate, Pacer: pace.New(cfg.PaceOptions()), PacePolicy: cfg.PacePolicy(), Destinations: destinations, Upstream: cfg.UpstreamOptions(roots), Client: cfg.ClientLimits(),
 		Logger: log, Version: buildVersion(),
 	})
 	if err != nil {
@@ -202,7 +204,7 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	signal.Notify(hangups, syscall.SIGHUP)
 	defer signal.Stop(hangups)
 	log.Info("robotsgate listening", "version", buildVersion(), "addr", ln.Addr().String(), "mode", cfg.Mode,
-		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String())
+		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "crawl_delay", cfg.CrawlDelay, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String())
 	if proxy.ListensBeyondLoopback(ln.Addr()) {
 		switch cfg.Auth {
 		case identity.ModeOff:

@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"robotsgate/cache"
+	"robotsgate/proxy"
 	"robotsgate/proxy/identity"
+	"robotsgate/proxy/pace"
 	"robotsgate/robots"
 	"slices"
 	"strconv"
@@ -145,6 +147,7 @@ func (c *checker) validate(cfg *Config) {
 	}
 	c.checkAuditLog(cfg.AuditLog)
 	c.checkIdentity(cfg)
+	c.checkPace(cfg)
 
 	c.checkFetch(cfg)
 	c.checkCacheAges(cfg)
@@ -194,6 +197,45 @@ func (c *checker) checkIdentity(cfg *Config) {
 		c.report(authName, nil, "is off, but %s is set, and would be ignored; use optional or required, or unset %s", fileName, fileName)
 	case cfg.Auth != identity.ModeOff && !fileSet:
 		c.report(authName, nil, "is %s, but no credentials are set; name an htpasswd file (htpasswd -B) in %s", cfg.Auth, fileName)
+	}
+}
+
+// checkPace checks the pacing settings and works out
+// ROBOTSGATE_CRAWL_DELAY's default.
+func (c *checker) checkPace(cfg *Config) {
+	const modeName, defaultName, maxName = "ROBOTSGATE_CRAWL_DELAY", "ROBOTSGATE_DEFAULT_CRAWL_DELAY", "ROBOTSGATE_MAX_CRAWL_DELAY"
+	const waitName, connsName, idleName = "ROBOTSGATE_MAX_WAIT", "ROBOTSGATE_MAX_CONNS_PER_ORIGIN", "ROBOTSGATE_CLIENT_IDLE_TIMEOUT"
+	// MAX_WAIT's default is the smaller of 60s and half the idle timeout.
+	if _, set := c.given(modeName); !set && cfg.Mode == proxy.ModeAudit {
+		cfg.CrawlDelay = pace.ModeAudit
+	}
+	if c.positive(maxName, cfg.MaxCrawlDelay) {
+		c.atMost(maxName, cfg.MaxCrawlDelay, 24*time.Hour, "24h", "")
+	}
+	if c.notNegative(defaultName, cfg.DefaultCrawlDelay) && !c.failed(maxName) && cfg.DefaultCrawlDelay > cfg.MaxCrawlDelay {
+		c.report(defaultName, nil, "%s is longer than %s (%s); use at most that", c.shown(defaultName), maxName, cfg.MaxCrawlDelay)
+	}
+	_, waitSet := c.given(waitName)
+	if !waitSet && cfg.ClientIdleTimeout > 0 && cfg.MaxWait >= cfg.ClientIdleTimeout {
+		// Lowering the idle timeout alone must not make the default wrong.
+		cfg.MaxWait = cfg.ClientIdleTimeout / 2
+	}
+	if c.positive(waitName, cfg.MaxWait) && cfg.ClientIdleTimeout > 0 && cfg.MaxWait >= cfg.ClientIdleTimeout {
+		c.report(waitName, nil, "%s is not shorter than %s (%s), which would close a connection while its request waits; use less, or raise that",
+			c.shown(waitName), idleName, cfg.ClientIdleTimeout)
+	}
+	if !c.failed(connsName) && (cfg.MaxConnsPerOrigin < 0 || cfg.MaxConnsPerOrigin > 1_000_000) {
+		c.report(connsName, nil, "%s is out of range; use a number of requests from 1 to 1000000, or 0 for no bound", c.shown(connsName))
+	}
+	if c.failed(modeName) || cfg.CrawlDelay != pace.ModeOff {
+		return
+	}
+	// Settings that off would ignore are mistakes, not preferences.
+	if _, set := c.given(defaultName); set && cfg.DefaultCrawlDelay > 0 {
+		c.report(defaultName, nil, "is set, but %s=off paces nothing; use enforce, wait or audit, or unset it", modeName)
+	}
+	if _, set := c.given(connsName); set && cfg.MaxConnsPerOrigin > 0 {
+		c.report(connsName, nil, "is set, but %s=off paces nothing; use enforce, wait or audit, or unset it", modeName)
 	}
 }
 

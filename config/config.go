@@ -19,6 +19,7 @@ import (
 	"os"
 	"robotsgate/proxy"
 	"robotsgate/proxy/identity"
+	"robotsgate/proxy/pace"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -36,6 +37,24 @@ type Config struct {
 
 	// Mode says whether denied requests are refused or only logged.
 	Mode proxy.Mode `env:"MODE" envDefault:"enforce" desc:"enforce answers 403 to requests robots.txt disallows; audit logs the verdict and forwards anyway"`
+
+	// CrawlDelay says what happens to a request before its Crawl-delay
+	// (or Request-rate) has passed. Unset, it is audit when Mode is audit.
+	CrawlDelay pace.Mode `env:"CRAWL_DELAY" envDefault:"enforce" desc:"A request before its Crawl-delay or Request-rate has passed: enforce answers 429 with Retry-After, wait holds it until its slot, audit forwards it and records it, off paces nothing; unset, audit when ROBOTSGATE_MODE is audit"`
+
+	// DefaultCrawlDelay applies where robots.txt asks no pace of a token.
+	DefaultCrawlDelay time.Duration `env:"DEFAULT_CRAWL_DELAY" envDefault:"0s" desc:"Crawl delay for origins whose robots.txt asks none of the crawler; 0 for none"`
+
+	// MaxCrawlDelay caps what robots.txt asks.
+	MaxCrawlDelay time.Duration `env:"MAX_CRAWL_DELAY" envDefault:"60s" desc:"Cap on the delay robots.txt asks (Crawl-delay: 86400 is paced at this), at most 24h"`
+
+	// MaxWait bounds how long ROBOTSGATE_CRAWL_DELAY=wait holds a
+	// request. When the variable is unset and ClientIdleTimeout is not
+	// longer than the default, it is half ClientIdleTimeout.
+	MaxWait time.Duration `env:"MAX_WAIT" envDefault:"60s" desc:"Longest ROBOTSGATE_CRAWL_DELAY=wait holds a request for its slot or a connection (429 beyond); shorter than ROBOTSGATE_CLIENT_IDLE_TIMEOUT"`
+
+	// MaxConnsPerOrigin bounds the requests in flight to one origin.
+	MaxConnsPerOrigin int `env:"MAX_CONNS_PER_ORIGIN" envDefault:"0" desc:"Most requests in flight to one origin, all crawlers together; past it as ROBOTSGATE_CRAWL_DELAY says (429, wait, recorded); 0 for no bound"`
 
 	// Token pins the product token every request is judged as, unless it
 	// authenticates with a credential that names its own.

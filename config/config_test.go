@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"robotsgate/proxy"
 	"robotsgate/proxy/identity"
+	"robotsgate/proxy/pace"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,9 @@ func defaults() Config {
 	return Config{
 		Listen:                        "127.0.0.1:8080",
 		Mode:                          proxy.ModeEnforce,
+		CrawlDelay:                    pace.ModeEnforce,
+		MaxCrawlDelay:                 time.Minute,
+		MaxWait:                       time.Minute,
 		MITM:                          true,
 		LogFormat:                     LogFormatAuto,
 		LogLevel:                      slog.LevelInfo,
@@ -197,8 +201,22 @@ func TestLoadFromValidValues(t *testing.T) {
 		{"listen any interface", map[string]string{"ROBOTSGATE_LISTEN": ":3128"}, func(c *Config) { c.Listen = ":3128" }},
 		{"listen IPv6 port 0", map[string]string{"ROBOTSGATE_LISTEN": "[::1]:0"}, func(c *Config) { c.Listen = "[::1]:0" }},
 		{"listen top port", map[string]string{"ROBOTSGATE_LISTEN": "localhost:65535"}, func(c *Config) { c.Listen = "localhost:65535" }},
-		{"mode audit", map[string]string{"ROBOTSGATE_MODE": "audit"}, func(c *Config) { c.Mode = proxy.ModeAudit }},
-		{"mode upper case", map[string]string{"ROBOTSGATE_MODE": "AUDIT"}, func(c *Config) { c.Mode = proxy.ModeAudit }},
+		{"mode audit audits the pace too", map[string]string{"ROBOTSGATE_MODE": "audit"}, func(c *Config) { c.Mode, c.CrawlDelay = proxy.ModeAudit, pace.ModeAudit }},
+		{"mode upper case", map[string]string{"ROBOTSGATE_MODE": "AUDIT"}, func(c *Config) { c.Mode, c.CrawlDelay = proxy.ModeAudit, pace.ModeAudit }},
+		{"mode audit, pace enforced", map[string]string{"ROBOTSGATE_MODE": "audit", "ROBOTSGATE_CRAWL_DELAY": "enforce"},
+			func(c *Config) { c.Mode, c.CrawlDelay = proxy.ModeAudit, pace.ModeEnforce }},
+		{"crawl delay wait", map[string]string{"ROBOTSGATE_CRAWL_DELAY": "Wait", "ROBOTSGATE_MAX_WAIT": "90s"},
+			func(c *Config) { c.CrawlDelay, c.MaxWait = pace.ModeWait, 90*time.Second }},
+		{"short idle timeout shortens the default wait", map[string]string{"ROBOTSGATE_CLIENT_IDLE_TIMEOUT": "30s"},
+			func(c *Config) { c.ClientIdleTimeout, c.MaxWait = 30*time.Second, 15*time.Second }},
+		{"crawl delay off", map[string]string{"ROBOTSGATE_CRAWL_DELAY": "off", "ROBOTSGATE_DEFAULT_CRAWL_DELAY": "0s"},
+			func(c *Config) { c.CrawlDelay = pace.ModeOff }},
+		{"pace settings", map[string]string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY": "1.5s", "ROBOTSGATE_MAX_CRAWL_DELAY": "24h", "ROBOTSGATE_MAX_CONNS_PER_ORIGIN": "4"},
+			func(c *Config) {
+				c.DefaultCrawlDelay, c.MaxCrawlDelay, c.MaxConnsPerOrigin = 1500*time.Millisecond, 24*time.Hour, 4
+			}},
+		{"default delay at the cap", map[string]string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY": "5s", "ROBOTSGATE_MAX_CRAWL_DELAY": "5s"},
+			func(c *Config) { c.DefaultCrawlDelay, c.MaxCrawlDelay = 5*time.Second, 5*time.Second }},
 		{"mode enforce mixed case", map[string]string{"ROBOTSGATE_MODE": "Enforce"}, func(c *Config) { c.Mode = proxy.ModeEnforce }},
 		{"pinned token", map[string]string{"ROBOTSGATE_TOKEN": "GPTBot"}, func(c *Config) { c.Token = "GPTBot" }},
 		{"pinned token with digits and dots", map[string]string{"ROBOTSGATE_TOKEN": "Mail.RU_Bot"}, func(c *Config) { c.Token = "Mail.RU_Bot" }},
@@ -341,6 +359,28 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			"ROBOTSGATE_AUTH", []string{"is off, but ROBOTSGATE_CREDENTIALS_FILE is set"}},
 		{"auth unknown", map[string]string{"ROBOTSGATE_AUTH": "basic"},
 			"ROBOTSGATE_AUTH", []string{`"basic" is not valid; use "off", "optional" or "required"`}},
+		{"crawl delay mode", map[string]string{"ROBOTSGATE_CRAWL_DELAY": "hold"},
+			"ROBOTSGATE_CRAWL_DELAY", []string{`ROBOTSGATE_CRAWL_DELAY: "hold" is not valid; use "enforce", "wait", "audit" or "off"`}},
+		{"default delay negative", map[string]string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY": "-1s"},
+			"ROBOTSGATE_DEFAULT_CRAWL_DELAY", []string{"is negative"}},
+		{"default delay past the cap", map[string]string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY": "2m"},
+			"ROBOTSGATE_DEFAULT_CRAWL_DELAY", []string{`"2m" is longer than ROBOTSGATE_MAX_CRAWL_DELAY (1m0s)`}},
+		{"default delay in seconds", map[string]string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY": "10"},
+			"ROBOTSGATE_DEFAULT_CRAWL_DELAY", []string{`"10" is not a duration`}},
+		{"max delay zero", map[string]string{"ROBOTSGATE_MAX_CRAWL_DELAY": "0s"},
+			"ROBOTSGATE_MAX_CRAWL_DELAY", []string{"is not positive"}},
+		{"max delay past a day", map[string]string{"ROBOTSGATE_MAX_CRAWL_DELAY": "25h"},
+			"ROBOTSGATE_MAX_CRAWL_DELAY", []string{"longer than 24h"}},
+		{"max wait past the idle timeout", map[string]string{"ROBOTSGATE_MAX_WAIT": "2m"},
+			"ROBOTSGATE_MAX_WAIT", []string{`"2m" is not shorter than ROBOTSGATE_CLIENT_IDLE_TIMEOUT (2m0s)`}},
+		{"max wait zero", map[string]string{"ROBOTSGATE_MAX_WAIT": "0s"},
+			"ROBOTSGATE_MAX_WAIT", []string{"is not positive"}},
+		{"conns per origin negative", map[string]string{"ROBOTSGATE_MAX_CONNS_PER_ORIGIN": "-1"},
+			"ROBOTSGATE_MAX_CONNS_PER_ORIGIN", []string{"out of range"}},
+		{"off with a default delay", map[string]string{"ROBOTSGATE_CRAWL_DELAY": "off", "ROBOTSGATE_DEFAULT_CRAWL_DELAY": "1s"},
+			"ROBOTSGATE_DEFAULT_CRAWL_DELAY", []string{"ROBOTSGATE_CRAWL_DELAY=off paces nothing"}},
+		{"off with a connection bound", map[string]string{"ROBOTSGATE_CRAWL_DELAY": "off", "ROBOTSGATE_MAX_CONNS_PER_ORIGIN": "2"},
+			"ROBOTSGATE_MAX_CONNS_PER_ORIGIN", []string{"ROBOTSGATE_CRAWL_DELAY=off paces nothing"}},
 		{"mitm", map[string]string{"ROBOTSGATE_MITM": "yes"},
 			"ROBOTSGATE_MITM", []string{`ROBOTSGATE_MITM: "yes" is not a boolean; use "true" or "false"`}},
 		{"ca cert without key", map[string]string{"ROBOTSGATE_CA_CERT": certFile},

@@ -11,6 +11,7 @@ import (
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
+	"robotsgate/proxy/pace"
 	"robotsgate/robots/fetch"
 )
 
@@ -110,6 +111,18 @@ func (c *Config) CacheOptions(log *slog.Logger) cache.Options {
 // ROBOTSGATE_CREDENTIALS_FILE and ROBOTSGATE_TOKEN.
 func (c *Config) IdentityOptions(log *slog.Logger) identity.Options {
 	return identity.Options{Mode: c.Auth, CredentialsFile: c.CredentialsFile, Token: c.Token, Logger: log}
+}
+
+// PaceOptions say how requests are paced: ROBOTSGATE_CRAWL_DELAY,
+// ROBOTSGATE_MAX_WAIT and ROBOTSGATE_MAX_CONNS_PER_ORIGIN.
+func (c *Config) PaceOptions() pace.Options {
+	return pace.Options{Mode: c.CrawlDelay, MaxWait: c.MaxWait, MaxConnsPerOrigin: c.MaxConnsPerOrigin}
+}
+
+// PacePolicy turns what robots.txt asks into the delay in force:
+// ROBOTSGATE_DEFAULT_CRAWL_DELAY and ROBOTSGATE_MAX_CRAWL_DELAY.
+func (c *Config) PacePolicy() pace.Policy {
+	return pace.Policy{Default: c.DefaultCrawlDelay, Max: c.MaxCrawlDelay}
 }
 
 // CA is the CA that intercepts HTTPS: the pair in ROBOTSGATE_CA_CERT and

@@ -12,6 +12,7 @@ import (
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/identity"
+	"robotsgate/proxy/pace"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 )
@@ -30,7 +31,11 @@ type decision struct {
 	// uaToken is the User-Agent's token when another token is judged; the
 	// record points to it.
 	uaToken string
-	done    bool
+	// delay is the pace in force for the request's identity, and
+	// admission its passage through pacing, ended by finish.
+	delay     pace.Delay
+	admission pace.Admission
+	done      bool
 }
 
 func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {
@@ -98,10 +103,14 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 	}
 
 	path := t.pathAndQuery
+	var result *fetch.Result
 	if robots.IsRobotsTxt(path) {
+		// Never paced: a crawler reads robots.txt to learn the pace.
 		d.verdict = robots.Verdict{Allowed: true, Cause: robots.CauseRobotsTxt}
 	} else {
-		result, info, err := s.opts.Rules.Get(r.Context(), t.origin)
+		var info cache.Info
+		var err error
+		result, info, err = s.opts.Rules.Get(r.Context(), t.origin)
 		if err != nil {
 			return d, d.failPage(http.StatusGatewayTimeout, "the client went away before robots.txt was fetched", err)
 		}
@@ -119,6 +128,11 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 		return d, forbiddenPage(r, d)
 	}
 	d.rec.Forwarded = true
+	if result != nil {
+		if p := d.pace(r, result); p != nil {
+			return d, p
+		}
+	}
 	return d, nil
 }
 
@@ -274,6 +288,7 @@ func (d *decision) finish() {
 		return
 	}
 	d.done = true
+	d.admission.Done()
 	d.rec.Duration = float64(time.Since(d.start)) / float64(time.Millisecond)
 	if err := d.s.opts.Audit.Write(&d.rec); err != nil && d.s.auditErrs.CompareAndSwap(false, true) {
 		d.s.log.Error("audit records are being dropped", "err", err)

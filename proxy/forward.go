@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"robotsgate/proxy/pace"
 	"robotsgate/robots/fetch/netcause"
 	"strings"
 	"sync"
@@ -89,9 +90,12 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	removeHopByHop(resp.Header)
 	resp.Header["Via"] = append(resp.Header["Via"], via(resp.ProtoMajor, resp.ProtoMinor))
-	if !d.verdict.Allowed {
+	switch {
+	case !d.verdict.Allowed:
 		// Audit mode: tell the crawler what enforcement would have done.
 		resp.Header.Set(decisionHeader, decisionValue(d))
+	case d.admission.Outcome == pace.TooEarly || d.admission.Outcome == pace.Busy:
+		resp.Header.Set(decisionHeader, paceValue(d))
 	}
 	h := w.Header()
 	for k, v := range resp.Header {

@@ -17,6 +17,8 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	bytes    prometheus.Counter
+	paced    *prometheus.CounterVec
+	waits    prometheus.Histogram
 }
 
 // newMetrics registers robotsgate's metrics, the Go runtime's, the
@@ -38,8 +40,17 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 			Name: "robotsgate_upstream_bytes_total",
 			Help: "Response body bytes relayed from origins to clients.",
 		}),
+		paced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "robotsgate_paced_requests_total",
+			Help: "Requests pacing acted on, by what it did (waited, too_early, busy, gone) and whether they were forwarded (too_early and busy forwarded: audit).",
+		}, []string{"pace", "forwarded"}),
+		waits: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "robotsgate_pace_wait_seconds",
+			Help:    "How long ROBOTSGATE_CRAWL_DELAY=wait held requests that were then forwarded.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+		}),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.bytes,
+	m.registry.MustRegister(m.requests, m.duration, m.bytes, m.paced, m.waits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "robotsgate_build_info", Help: "Always 1; the version is a label.",
@@ -83,4 +94,10 @@ func (m *Metrics) observe(rec *audit.Record) {
 	m.requests.WithLabelValues(rec.Verdict, rec.Mode, forwarded).Inc()
 	m.duration.WithLabelValues(forwarded).Observe(rec.Duration / 1000)
 	m.bytes.Add(float64(rec.Bytes))
+	if rec.Pace != "" {
+		m.paced.WithLabelValues(rec.Pace, forwarded).Inc()
+		if rec.Forwarded && rec.WaitedMS > 0 {
+			m.waits.Observe(rec.WaitedMS / 1000)
+		}
+	}
 }

@@ -37,6 +37,7 @@ import (
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
+	"robotsgate/proxy/pace"
 	"robotsgate/robots/fetch"
 )
 
@@ -67,6 +68,10 @@ type Options struct {
 	// pinned token or the User-Agent's; its metrics are served too. nil
 	// judges every request by its User-Agent.
 	Identity *identity.Gate
+	// Pacer holds crawlers to the pace robots.txt asks, as PacePolicy
+	// reads it; nil paces nothing. Its metrics are served too.
+	Pacer      *pace.Pacer
+	PacePolicy pace.Policy
 	// Destinations are never connected to, for forwarded requests and
 	// tunnels alike; nil denies nothing.
 	Destinations *destination.Policy
@@ -179,6 +184,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Identity != nil {
 		collected = append(collected, opts.Identity)
+	}
+	if opts.Pacer != nil {
+		collected = append(collected, opts.Pacer)
 	}
 	s.metrics = newMetrics(opts.Version, collected...)
 	opts.Audit.Watch(s.auditStateChanged)

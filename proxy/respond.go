@@ -97,16 +97,7 @@ func forbiddenText(d *decision) []byte {
 	var b bytes.Buffer
 	b.WriteString("403 Forbidden: robots.txt does not allow this crawler to fetch this URL.\n\n")
 	fmt.Fprintf(&b, "URL:         %s\n", d.rec.URL)
-	switch {
-	case d.rec.Credential != "":
-		fmt.Fprintf(&b, "Crawler:     product token %q, of proxy credential %q (User-Agent %q)\n", d.rec.Token, d.rec.Credential, d.rec.UserAgent)
-	case d.rec.UAToken != nil:
-		fmt.Fprintf(&b, "Crawler:     product token %q, set by the proxy's operator (User-Agent %q)\n", d.rec.Token, d.rec.UserAgent)
-	case d.rec.Token == "":
-		fmt.Fprintf(&b, "Crawler:     no product token in User-Agent %q, so the \"User-agent: *\" group applies\n", d.rec.UserAgent)
-	default:
-		fmt.Fprintf(&b, "Crawler:     product token %q, from User-Agent %q\n", d.rec.Token, d.rec.UserAgent)
-	}
+	b.WriteString(crawlerLine(d))
 	fmt.Fprintf(&b, "robots.txt:  %s\n", d.robotsURL())
 	if v.Group != "" {
 		lines := make([]string, len(v.GroupLines))
@@ -128,6 +119,19 @@ func forbiddenText(d *decision) []byte {
 	}
 	b.WriteString("\nrobotsgate is a proxy that makes crawlers obey robots.txt (RFC 9309).\n")
 	return b.Bytes()
+}
+
+// crawlerLine says whose rules applied: "Crawler:     product token ...".
+func crawlerLine(d *decision) string {
+	switch {
+	case d.rec.Credential != "":
+		return fmt.Sprintf("Crawler:     product token %q, of proxy credential %q (User-Agent %q)\n", d.rec.Token, d.rec.Credential, d.rec.UserAgent)
+	case d.rec.UAToken != nil:
+		return fmt.Sprintf("Crawler:     product token %q, set by the proxy's operator (User-Agent %q)\n", d.rec.Token, d.rec.UserAgent)
+	case d.rec.Token == "":
+		return fmt.Sprintf("Crawler:     no product token in User-Agent %q, so the \"User-agent: *\" group applies\n", d.rec.UserAgent)
+	}
+	return fmt.Sprintf("Crawler:     product token %q, from User-Agent %q\n", d.rec.Token, d.rec.UserAgent)
 }
 
 // wantsJSON reports whether the client accepts JSON and no text.

@@ -123,7 +123,8 @@ func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 	}
 	d.noteVerdict()
 	if d.verdict.Allowed || s.opts.Mode != ModeEnforce {
-		return nil
+		// The requests inside cannot be seen: the tunnel is paced as one.
+		return d.pace(r, result)
 	}
 	if result.Outcome == robots.OutcomeUnreachable && result.Status == 0 {
 		// No HTTPS answered on this port: it may well carry plain HTTP,
@@ -205,6 +206,7 @@ func (s *Server) serveTunnel(r *http.Request, conn net.Conn, tun *tunnel, blind 
 // carry plain HTTP: what was judged of its host over HTTPS does not apply,
 // each request inside has a record of its own.
 func (d *decision) carriesPlainHTTP(tun *tunnel) {
+	d.admission.Undo() // the requests inside are paced one by one
 	origin, _ := robots.OriginOf("http://" + tun.authority) // checked as host:port already
 	d.rec = audit.Record{
 		Time: d.rec.Time, Client: d.rec.Client, Method: d.rec.Method,
@@ -222,6 +224,7 @@ func (d *decision) carriesPlainHTTP(tun *tunnel) {
 // The record comes first: shutdown waits for the connection, not for it.
 func (s *Server) endTunnel(conn net.Conn, blind *decision, why string) {
 	if blind != nil {
+		blind.admission.Undo() // nothing reached the origin
 		blind.rec.Status = http.StatusOK
 		blind.rec.Error = why
 		blind.finish()

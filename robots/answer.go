@@ -95,6 +95,15 @@ func (a *Answer) Check(token, pathAndQuery string) Verdict {
 	return Verdict{Cause: CauseUnreachable, Detail: a.Detail}
 }
 
+// Pace is what robots.txt asks of the token's pace (see [Robots.Pace]);
+// false when it asks nothing or could not be read.
+func (a *Answer) Pace(token string) (Pace, bool) {
+	if a == nil || a.Outcome != OutcomeOK {
+		return Pace{}, false
+	}
+	return a.Robots.Pace(token)
+}
+
 // CheckReadings is Check over every reading of the path (see
 // [Robots.CheckReadings]).
 func (a *Answer) CheckReadings(token, pathAndQuery string) Verdict {

@@ -245,7 +245,7 @@ func checkParsingReporter(t *testing.T, h conformanceHelper) {
 			tag = "Disallow"
 		case DirectiveSitemap:
 			tag = "Sitemap"
-		case DirectiveCrawlDelay, DirectiveUnsupported:
+		case DirectiveCrawlDelay, DirectiveRequestRate, DirectiveUnsupported:
 			tag = "Unused"
 		}
 		if tag != "Unknown" && tag != "Unused" {

@@ -147,7 +147,7 @@ func TestCorpusDecisions(t *testing.T) {
 			t.Errorf("%s: Check(%q, %q) = %v %q, want %v %q", c.file, c.token, c.path, v.Allowed, v.Reason(), c.allowed, c.reason)
 		}
 	}
-	if d, ok := Parse(files["github.com_2024.txt"]).CrawlDelay("baidu"); !ok || d != time.Second {
-		t.Errorf("github baidu crawl-delay = %v %v, want 1s", d, ok)
+	if p, ok := Parse(files["github.com_2024.txt"]).Pace("baidu"); !ok || p.Interval != time.Second || p.Rule() != "Crawl-delay: 1" {
+		t.Errorf("github baidu pace = %+v %v, want Crawl-delay: 1", p, ok)
 	}
 }

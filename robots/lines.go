@@ -35,6 +35,9 @@ const (
 	// DirectiveUnsupported is a record other crawlers define (host,
 	// clean-param, noindex, ...) that has no effect here.
 	DirectiveUnsupported
+	// DirectiveRequestRate is Yandex's per-group request rate, "1/5":
+	// at most one request every five seconds.
+	DirectiveRequestRate
 )
 
 func (d Directive) String() string {
@@ -55,6 +58,8 @@ func (d Directive) String() string {
 		return "crawl-delay"
 	case DirectiveUnsupported:
 		return "unsupported"
+	case DirectiveRequestRate:
+		return "request-rate"
 	}
 	return "directive(" + strconv.Itoa(int(d)) + ")"
 }
@@ -228,8 +233,12 @@ func classifyKey(key string) (d Directive, typo bool) {
 		return DirectiveCrawlDelay, false
 	case "crawldelay", "crawl delay", "crawl_delay":
 		return DirectiveCrawlDelay, true
+	case "request-rate":
+		return DirectiveRequestRate, false
+	case "requestrate", "request rate", "request_rate":
+		return DirectiveRequestRate, true
 	case "clean-param", "content-signal", "content-usage", "domain", "host", "noarchive",
-		"nofollow", "noindex", "request-rate", "revisit-after", "visit-time":
+		"nofollow", "noindex", "revisit-after", "visit-time":
 		return DirectiveUnsupported, false
 	}
 	return DirectiveUnknown, false

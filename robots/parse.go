@@ -68,10 +68,8 @@ func (p Parser) Parse(body []byte) *Robots {
 // group is one group as written: consecutive user-agent lines and the
 // records that follow them.
 type group struct {
-	index      int // position in the file
-	rules      []draftRule
-	crawlDelay time.Duration
-	hasDelay   bool
+	index int // position in the file
+	rules []draftRule
 }
 
 // draftRule is a rule as read, its value still a view of the body.
@@ -89,8 +87,13 @@ type builder struct {
 	names map[string]*nameGroups
 	// current is the group being filled; open means its user-agent lines
 	// may still grow (no rule since the last user-agent line).
-	current     *group
-	open        bool
+	current *group
+	open    bool
+	// head is the names of the user-agent lines since the last rule or
+	// pace line, those a pace line speaks for; headDone means the next
+	// user-agent line starts a new head.
+	head        []*nameGroups
+	headDone    bool
 	sitemaps    map[string]bool
 	keepIgnored bool
 }
@@ -99,6 +102,7 @@ type nameGroups struct {
 	key, name string
 	lines     []int
 	groups    []*group
+	pace      Pace // its value still a view of the body
 }
 
 func (b *builder) ignore(line int, reason IgnoreReason, key string) {
@@ -133,8 +137,8 @@ func (b *builder) add(line Line) {
 			b.sitemaps[line.Value] = true
 			b.robots.sitemaps = append(b.robots.sitemaps, line.Value)
 		}
-	case DirectiveCrawlDelay:
-		b.crawlDelay(line)
+	case DirectiveCrawlDelay, DirectiveRequestRate:
+		b.pace(line)
 	}
 }
 
@@ -166,6 +170,10 @@ func (b *builder) userAgent(line Line) {
 		b.names[key] = ng
 	}
 	ng.lines = append(ng.lines, line.Number)
+	if b.headDone {
+		b.head, b.headDone = b.head[:0], false
+	}
+	b.head = append(b.head, ng)
 	if len(ng.groups) == 0 || ng.groups[len(ng.groups)-1] != b.current {
 		ng.groups = append(ng.groups, b.current)
 	}
@@ -176,7 +184,7 @@ func (b *builder) rule(line Line) {
 		b.ignore(line.Number, IgnoredOutsideGroup, "")
 		return
 	}
-	b.open = false
+	b.open, b.headDone = false, true
 	switch {
 	case line.Value == "":
 		// "Disallow:" with no value is the classic way to allow all: it
@@ -188,25 +196,132 @@ func (b *builder) rule(line Line) {
 	}
 }
 
-func (b *builder) crawlDelay(line Line) {
+// pace reads a Crawl-delay or Request-rate line. It speaks for the
+// user-agent lines just above it, not for the whole group as a rule does:
+// "User-agent: bingbot / Crawl-delay: 10 / User-agent: * / Crawl-delay: 1"
+// is one group for the rules (RFC 9309 §2.2.4: only a rule ends a group's
+// user-agent lines), and surely two paces.
+func (b *builder) pace(line Line) {
 	if b.current == nil {
 		b.ignore(line.Number, IgnoredOutsideGroup, "")
 		return
 	}
-	seconds, err := strconv.ParseFloat(line.Value, 64)
-	if err != nil || seconds < 0 || math.IsNaN(seconds) || seconds > maxCrawlDelay.Seconds() {
-		b.ignore(line.Number, IgnoredBadCrawlDelay, "")
-		return
+	var interval time.Duration
+	var ok bool
+	if line.Directive == DirectiveCrawlDelay {
+		interval, ok = parseCrawlDelay(line.Value)
+		if !ok {
+			b.ignore(line.Number, IgnoredBadCrawlDelay, "")
+			return
+		}
+	} else {
+		interval, ok = parseRequestRate(line.Value)
+		if !ok {
+			b.ignore(line.Number, IgnoredBadRequestRate, "")
+			return
+		}
 	}
-	d := time.Duration(seconds * float64(time.Second))
-	if !b.current.hasDelay || d > b.current.crawlDelay {
-		b.current.crawlDelay, b.current.hasDelay = d, true
+	p := Pace{Interval: interval, Directive: line.Directive, Line: line.Number, Value: line.Value}
+	for _, ng := range b.head {
+		if p.stricter(ng.pace) {
+			ng.pace = p
+		}
 	}
+	b.headDone = true
 }
 
-// maxCrawlDelay bounds a crawl-delay; anything longer is a typo, or a
-// refusal better written as "Disallow: /".
-const maxCrawlDelay = 24 * time.Hour
+// maxPace bounds an interval: a longer one is read as this long. It is a
+// typo, or a refusal better written as "Disallow: /", and a proxy caps it
+// far lower anyway.
+const maxPace = 24 * time.Hour
+
+// parseCrawlDelay reads a Crawl-delay value: a decimal number of seconds
+// ("10", "0.5", ".5", "10."), nothing else (no sign, exponent, hex, unit).
+func parseCrawlDelay(v string) (time.Duration, bool) {
+	seconds, ok := parseDecimal(v)
+	if !ok {
+		return 0, false
+	}
+	return secondsToDuration(seconds), true
+}
+
+// parseRequestRate reads a Request-rate value, requests/period: "1/5" is
+// one request every 5 seconds; the period may end in s, m or h ("1/10m",
+// "60/1h"). A visit-time window after it ("1/5 0600-0845") is accepted
+// and not honoured: the rate then applies all day, the stricter reading.
+func parseRequestRate(v string) (time.Duration, bool) {
+	if i := strings.LastIndexByte(v, ' '); i >= 0 && isTimeWindow(v[i+1:]) {
+		v = v[:i]
+	}
+	requests, period, ok := strings.Cut(v, "/")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(trimSpace(requests), 10, 32)
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	period = trimSpace(period)
+	unit := 1.0
+	if len(period) > 0 {
+		switch period[len(period)-1] {
+		case 's', 'S':
+			period = period[:len(period)-1]
+		case 'm', 'M':
+			period, unit = period[:len(period)-1], 60
+		case 'h', 'H':
+			period, unit = period[:len(period)-1], 3600
+		}
+	}
+	seconds, ok := parseDecimal(period)
+	if !ok || seconds == 0 {
+		return 0, false
+	}
+	return secondsToDuration(seconds * unit / float64(n)), true
+}
+
+// isTimeWindow reports whether s is a visit-time window, "0600-0845".
+func isTimeWindow(s string) bool {
+	from, to, ok := strings.Cut(s, "-")
+	return ok && len(from) == 4 && len(to) == 4 && isDigits(from) && isDigits(to)
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// parseDecimal reads digits with at most one '.', at least one digit.
+func parseDecimal(s string) (float64, bool) {
+	digits, dots := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case '0' <= c && c <= '9':
+			digits++
+		case c == '.':
+			dots++
+		default:
+			return 0, false
+		}
+	}
+	if digits == 0 || dots > 1 {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil || math.IsInf(f, 1) // a huge number is only long
+}
+
+// secondsToDuration converts, saturating at maxPace.
+func secondsToDuration(seconds float64) time.Duration {
+	if seconds >= maxPace.Seconds() {
+		return maxPace
+	}
+	return time.Duration(math.Round(seconds * float64(time.Second)))
+}
 
 // finish merges, per product name, every group naming it, then copies
 // every string the result keeps out of the body's text.
@@ -226,12 +341,7 @@ func (b *builder) finish() *Robots {
 			shared[id] = rules
 			unique = append(unique, rules)
 		}
-		rs := &ruleSet{name: ng.name, agentLines: slices.Clip(ng.lines), rules: rules}
-		for _, g := range ng.groups {
-			if g.hasDelay && (!rs.hasDelay || g.crawlDelay > rs.crawlDelay) {
-				rs.crawlDelay, rs.hasDelay = g.crawlDelay, true
-			}
-		}
+		rs := &ruleSet{name: ng.name, agentLines: slices.Clip(ng.lines), rules: rules, pace: ng.pace}
 		named = append(named, rs)
 		keys = append(keys, ng.key)
 	}
@@ -257,6 +367,9 @@ func (b *builder) finish() *Robots {
 		}
 	}
 	for i, rs := range named {
+		if rs.pace.Line != 0 {
+			keep(&rs.pace.Value)
+		}
 		same := keys[i] == rs.name
 		keep(&rs.name)
 		if same {

@@ -25,8 +25,33 @@ type ruleSet struct {
 	name       string // the product name as first written, or "*"
 	agentLines []int  // the user-agent lines that selected these groups
 	rules      []Rule // longest pattern first; allow before disallow when equal
-	crawlDelay time.Duration
-	hasDelay   bool
+	pace       Pace   // Line is 0 when no group asks for a pace
+}
+
+// Pace is what robots.txt asks of a crawler's pace: an interval between
+// the starts of two requests, from the line that asked for the longest one
+// of the groups that apply (Crawl-delay or Request-rate; neither is in RFC
+// 9309). Line is 0 when no line asks for any.
+type Pace struct {
+	Interval  time.Duration
+	Directive Directive // DirectiveCrawlDelay or DirectiveRequestRate
+	Line      int
+	Value     string // as written: "10", "0.5", "1/5", "10/1m"
+}
+
+// Rule is the line as a site owner reads it: "Crawl-delay: 10".
+func (p Pace) Rule() string {
+	key := "Crawl-delay"
+	if p.Directive == DirectiveRequestRate {
+		key = "Request-rate"
+	}
+	return key + ": " + p.Value
+}
+
+// stricter reports whether p asks for a longer interval than q, or the
+// same one earlier in the file.
+func (p Pace) stricter(q Pace) bool {
+	return q.Line == 0 || p.Interval > q.Interval || p.Interval == q.Interval && p.Line < q.Line
 }
 
 // Rule is one allow or disallow rule.
@@ -113,6 +138,8 @@ const (
 	IgnoredNoProductName
 	// IgnoredBadCrawlDelay: the crawl-delay is not a number of seconds.
 	IgnoredBadCrawlDelay
+	// IgnoredBadRequestRate: the request-rate is not requests/period.
+	IgnoredBadRequestRate
 	// IgnoredTooLong: the line is longer than MaxLineBytes; only its
 	// beginning was read.
 	IgnoredTooLong
@@ -136,7 +163,9 @@ func (r IgnoreReason) String() string {
 	case IgnoredNoProductName:
 		return "user-agent value names no product token"
 	case IgnoredBadCrawlDelay:
-		return "crawl-delay is not a number of seconds"
+		return "crawl-delay is not a number of seconds, such as 10 or 0.5"
+	case IgnoredBadRequestRate:
+		return "request-rate is not requests/period, such as 1/5 (seconds), 1/10m or 60/1h"
 	case IgnoredTooLong:
 		return "line longer than " + strconv.Itoa(MaxLineBytes) + " bytes: the rest was ignored"
 	case IgnoredPastLimit:
@@ -200,12 +229,12 @@ func (r *Robots) RetainedBytes() int64 {
 	return r.retained
 }
 
-// CrawlDelay returns the crawl-delay of the groups that apply to token
-// (the largest, when several groups set one).
-func (r *Robots) CrawlDelay(token string) (time.Duration, bool) {
+// Pace returns what the groups that apply to token ask of its pace (the
+// same groups as its rules'); false when none of them asks anything.
+func (r *Robots) Pace(token string) (Pace, bool) {
 	rs := r.ruleSetFor(token)
-	if rs == nil {
-		return 0, false
+	if rs == nil || rs.pace.Line == 0 {
+		return Pace{}, false
 	}
-	return rs.crawlDelay, rs.hasDelay
+	return rs.pace, true
 }

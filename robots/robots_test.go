@@ -266,10 +266,10 @@ func TestGroupsAndRecords(t *testing.T) {
 		{"gamma", "/nul%00/x", false, "disallow: /nul\x00/ (line 19)"},
 		{"gamma", "/latin-%E9t%E9", false, "disallow: /latin-\xe9t\xe9 (line 20)"},
 	})
-	if d, ok := r.CrawlDelay("alpha"); !ok || d != 2500*time.Millisecond {
-		t.Errorf("CrawlDelay(alpha) = %v %v, want 2.5s", d, ok)
+	if p, ok := r.Pace("alpha"); !ok || p.Interval != 2500*time.Millisecond {
+		t.Errorf("Pace(alpha) = %+v %v, want 2.5s", p, ok)
 	}
-	if _, ok := r.CrawlDelay("gamma"); ok {
+	if _, ok := r.Pace("gamma"); ok {
 		t.Error("gamma has no crawl-delay")
 	}
 	if got, want := r.Sitemaps(), []string{"https://example.com/sitemap.xml"}; !slices.Equal(got, want) {
@@ -287,7 +287,7 @@ func TestGroupsAndRecords(t *testing.T) {
 		"line 12: pattern starts with neither / nor *: never matches",
 		`line 13: not a "key: value" record`,
 		"line 14: user-agent value names no product token",
-		"line 15: crawl-delay is not a number of seconds",
+		"line 15: crawl-delay is not a number of seconds, such as 10 or 0.5",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Ignored():\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

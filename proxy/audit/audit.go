@@ -46,6 +46,20 @@ type Record struct {
 	PathsChecked bool    `json:"paths_checked"`          // false for a tunnel that was not intercepted: only the host was judged
 	RobotsCache  string  `json:"robots_cache,omitempty"` // hit, loaded, or stale (origin unreachable, last good copy obeyed)
 
+	// CrawlDelay is the interval, in seconds, in force between requests
+	// of this identity to this origin; CrawlDelaySource says where it came
+	// from (crawl-delay, request-rate, default or cap) and CrawlDelayLine
+	// the robots.txt line behind it.
+	CrawlDelay       float64 `json:"crawl_delay,omitempty"`
+	CrawlDelaySource string  `json:"crawl_delay_source,omitempty"`
+	CrawlDelayLine   int     `json:"crawl_delay_line,omitempty"`
+	// Pace is what pacing did when it did something: waited (held until
+	// its slot), too_early, busy (the origin's connection bound), gone (the
+	// client left while held). With forwarded true, too_early and busy
+	// are what enforcement would have refused.
+	Pace     string  `json:"pace,omitempty"`
+	WaitedMS float64 `json:"waited_ms,omitempty"`
+
 	Mode      string  `json:"mode"`      // enforce or audit
 	Forwarded bool    `json:"forwarded"` // the request went to the origin
 	Status    int     `json:"status"`    // the status the client received

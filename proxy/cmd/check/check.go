@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 
+	"robotsgate/proxy/pace"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 )
@@ -40,6 +41,7 @@ type Env struct {
 	Fetcher        Fetcher       // used when -robots is not given; KeepIgnored to list ignored lines
 	NoFetcher      error         // why Fetcher is nil, said when one is needed
 	Parser         robots.Parser // parses a -robots file; KeepIgnored to list ignored lines
+	Pace           pace.Policy   // turns what robots.txt asks into the delay the proxy enforces
 }
 
 const usage = `usage: robotsgate check -user-agent UA [-robots FILE] [-json] [URL ...]
@@ -54,7 +56,11 @@ token ("*" when the User-Agent has none), the URL, the reason.
 With -json, one object per URL instead, in the words of the audit log
 and of the proxy's JSON 403: url, user_agent, token, verdict (allow or
 disallow), reason, rule, rule_line, group, group_lines, robots_txt,
-robots_outcome, robots_status.
+robots_outcome, robots_status; and crawl_delay, the seconds the proxy
+keeps between two requests of this crawler to the origin (0 for none),
+with crawl_delay_source (crawl-delay, request-rate, default or cap) and
+crawl_delay_line, as ROBOTSGATE_DEFAULT_CRAWL_DELAY and
+ROBOTSGATE_MAX_CRAWL_DELAY make it.
 Exit status: 0 all allowed, 1 any disallowed, 2 usage or input error,
 130 interrupted (nothing is printed for the URLs not judged).
 
@@ -187,10 +193,12 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 	}
 	out := robots.Decision{URL: rawURL, UserAgent: c.userAgent, Token: c.token}
 	var v robots.Verdict
+	var delay pace.Delay
 	path := robots.PathAndQuery(rawURL)
 	if c.file != nil {
 		out.RobotsTxt = c.fileName
 		v = c.file.Check(c.token, path)
+		delay = c.env.Pace.Delay(c.file.Pace(c.token))
 	} else {
 		origin, err := robots.OriginOf(rawURL)
 		if err != nil {
@@ -209,6 +217,7 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 		}
 		out.RobotsTxt, out.RobotsOutcome, out.RobotsStatus = origin+"/robots.txt", result.Outcome.String(), result.Status
 		v = result.Check(c.token, path)
+		delay = c.env.Pace.Delay(result.Pace(c.token))
 	}
 	c.checked++
 	out.SetVerdict(v)
@@ -216,7 +225,8 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 		c.disallowed++
 	}
 	if c.json {
-		line, _ := json.Marshal(out) // strings, ints and bools only: cannot fail
+		line, _ := json.Marshal(jsonLine{Decision: out, CrawlDelay: delay.Interval.Seconds(),
+			CrawlDelaySource: delay.Source.String(), CrawlDelayLine: delay.Asked.Line}) // strings, numbers and bools only: cannot fail
 		fmt.Fprintf(c.env.Stdout, "%s\n", line)
 		return true
 	}
@@ -231,6 +241,15 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 	}
 	fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\n", verdict, token, rawURL, out.Reason)
 	return true
+}
+
+// jsonLine is one line of -json: the decision, and the pace the proxy
+// would keep.
+type jsonLine struct {
+	robots.Decision
+	CrawlDelay       float64 `json:"crawl_delay"`
+	CrawlDelaySource string  `json:"crawl_delay_source,omitempty"`
+	CrawlDelayLine   int     `json:"crawl_delay_line,omitempty"`
 }
 
 // reportIgnored lists on standard error the lines of a robots.txt that did

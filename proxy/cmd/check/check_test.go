@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"robotsgate/proxy/pace"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 	"strings"
@@ -85,17 +86,77 @@ func TestCheckJSON(t *testing.T) {
 	if code != ExitDisallowed {
 		t.Fatalf("exit %d, want %d", code, ExitDisallowed)
 	}
-	var got robots.Decision
+	var got jsonLine
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&got); err != nil {
 		t.Fatalf("output %q is not one JSON decision: %v", out, err)
 	}
-	want := robots.Decision{URL: "https://example.com/private/a", UserAgent: "ExampleBot", Token: "ExampleBot",
+	want := jsonLine{Decision: robots.Decision{URL: "https://example.com/private/a", UserAgent: "ExampleBot", Token: "ExampleBot",
 		Verdict: "disallow", Reason: "disallow: /private/ (line 2)", Rule: "/private/", RuleLine: 2,
-		Group: "*", GroupLines: []int{1}, RobotsTxt: file}
+		Group: "*", GroupLines: []int{1}, RobotsTxt: file}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if !strings.Contains(out, `"crawl_delay":0`) {
+		t.Errorf("no crawl_delay in %s: it is always there, 0 for none", out)
+	}
+}
+
+// TestCheckDelay: -json gives the delay the proxy would keep, with its
+// source and line, after the default and the cap; the text columns do not
+// change.
+func TestCheckDelay(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "robots.txt")
+	body := "User-agent: bingbot\nCrawl-delay: 10\n\nUser-agent: yandexbot\nCrawl-delay: 1\nRequest-rate: 1/5\n\n" +
+		"User-agent: slowbot\nCrawl-delay: 86400\n\nUser-agent: quickbot\nCrawl-delay: 0.5\nDisallow: /private/\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	policy := pace.Policy{Default: 2 * time.Second, Max: time.Minute}
+	for _, c := range []struct {
+		ua     string
+		delay  float64
+		source string
+		line   int
+	}{
+		{"bingbot", 10, "crawl-delay", 2},
+		{"Mozilla/5.0 (compatible; YandexBot/3.0)", 5, "request-rate", 6},
+		{"slowbot", 60, "cap", 9},
+		{"quickbot", 0.5, "crawl-delay", 12},
+		{"GPTBot", 2, "default", 0},
+	} {
+		var out, errOut bytes.Buffer
+		env := Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Pace: policy}
+		Run(context.Background(), []string{"-json", "-user-agent", c.ua, "-robots", path, "/a"}, env)
+		var got jsonLine
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("%s: %q: %v", c.ua, out.String(), err)
+		}
+		if got.CrawlDelay != c.delay || got.CrawlDelaySource != c.source || got.CrawlDelayLine != c.line {
+			t.Errorf("%s: delay %v from %q line %d, want %v from %q line %d", c.ua, got.CrawlDelay, got.CrawlDelaySource, got.CrawlDelayLine, c.delay, c.source, c.line)
+		}
+		out.Reset()
+		Run(context.Background(), []string{"-user-agent", c.ua, "-robots", path, "/a"}, env)
+		if cols := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\t"); len(cols) != 4 {
+			t.Errorf("%s: text output %q has %d columns, want the 4 it always had", c.ua, out.String(), len(cols))
+		}
+	}
+
+	// A pace line that does not read is reported, and ignored.
+	if err := os.WriteFile(path, []byte("User-agent: *\nCrawl-delay: soon\nRequest-rate: often\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	Run(context.Background(), []string{"-json", "-user-agent", "bot", "-robots", path, "/"},
+		Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Parser: robots.Parser{KeepIgnored: true}})
+	for _, want := range []string{"line 2: crawl-delay is not a number of seconds", "line 3: request-rate is not requests/period"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr %q does not say %q", errOut.String(), want)
+		}
+	}
+	if !strings.Contains(out.String(), `"crawl_delay":0`) || strings.Contains(out.String(), "crawl_delay_source") {
+		t.Errorf("ignored lines ask nothing: %s", out.String())
 	}
 }
 

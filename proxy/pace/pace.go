@@ -1,0 +1,538 @@
+// Package pace holds crawlers to the pace robots.txt asks of them:
+// Crawl-delay and Request-rate, one schedule per (origin, identity), and
+// the operator's bound on requests in flight to one origin.
+//
+// A schedule is one number, the earliest time the next request may start
+// (GCRA with no burst, as go-redis/redis_rate and throttled keep it): a
+// request at or after it is on time and moves it one interval past its own
+// start; an earlier one is too early and changes nothing. A schedule whose
+// time has passed says nothing a missing one would not, so schedules live
+// only while they hold a request back, and are swept as the table grows.
+package pace
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"robotsgate/robots"
+)
+
+// Mode says what happens to a request that comes too early, or when its
+// origin has as many requests in flight as allowed.
+type Mode string
+
+const (
+	// ModeEnforce answers 429 with Retry-After.
+	ModeEnforce Mode = "enforce"
+	// ModeWait holds the request until its slot, within Options.MaxWait
+	// and the client's patience; beyond, 429.
+	ModeWait Mode = "wait"
+	// ModeAudit forwards the request and records what would have happened.
+	ModeAudit Mode = "audit"
+	// ModeOff paces nothing.
+	ModeOff Mode = "off"
+)
+
+// UnmarshalText accepts enforce, wait, audit and off, in any case.
+func (m *Mode) UnmarshalText(text []byte) error {
+	switch v := Mode(strings.ToLower(string(text))); v {
+	case ModeEnforce, ModeWait, ModeAudit, ModeOff:
+		*m = v
+		return nil
+	}
+	return fmt.Errorf("%q is not valid; use %q, %q, %q or %q", text, ModeEnforce, ModeWait, ModeAudit, ModeOff)
+}
+
+// Source says where a delay came from.
+type Source uint8
+
+const (
+	SourceNone        Source = iota // no delay applies
+	SourceCrawlDelay                // a Crawl-delay line
+	SourceRequestRate               // a Request-rate line
+	SourceDefault                   // robots.txt says nothing: the operator's default
+	SourceCap                       // a line asked for more than the operator's cap
+)
+
+// String returns the name the audit log and check -json use: "",
+// "crawl-delay", "request-rate", "default" or "cap".
+func (s Source) String() string {
+	switch s {
+	case SourceCrawlDelay:
+		return "crawl-delay"
+	case SourceRequestRate:
+		return "request-rate"
+	case SourceDefault:
+		return "default"
+	case SourceCap:
+		return "cap"
+	}
+	return ""
+}
+
+// Delay is the interval in force between two requests of one identity to
+// one origin, and where it came from.
+type Delay struct {
+	Interval time.Duration
+	Source   Source
+	// Asked is the robots.txt line behind it (Line 0 for the default and
+	// for none): what it asked, before the cap.
+	Asked robots.Pace
+}
+
+// Policy turns what robots.txt asks into the delay in force.
+type Policy struct {
+	// Default applies when robots.txt asks nothing of the token; 0 means
+	// no delay.
+	Default time.Duration
+	// Max caps what robots.txt asks; 0 means no cap.
+	Max time.Duration
+}
+
+// Delay is the delay in force when robots.txt asks asked (ok false: it asks
+// nothing, or could not be read).
+func (p Policy) Delay(asked robots.Pace, ok bool) Delay {
+	if !ok {
+		if p.Default > 0 {
+			return Delay{Interval: p.Default, Source: SourceDefault}
+		}
+		return Delay{}
+	}
+	d := Delay{Interval: asked.Interval, Source: SourceCrawlDelay, Asked: asked}
+	if asked.Directive == robots.DirectiveRequestRate {
+		d.Source = SourceRequestRate
+	}
+	if p.Max > 0 && d.Interval > p.Max {
+		d.Interval, d.Source = p.Max, SourceCap
+	}
+	return d
+}
+
+// Outcome is what pacing did to a request.
+type Outcome uint8
+
+const (
+	OnTime   Outcome = iota // on time and under the connection bound
+	Waited                  // held until its slot (ModeWait)
+	TooEarly                // before its slot: refused, or forwarded and recorded (ModeAudit)
+	Busy                    // its origin had every connection in use: refused, or forwarded and recorded
+	Gone                    // the client went away while held
+)
+
+// String returns the name the audit log uses: "", "waited", "too_early",
+// "busy" or "gone".
+func (o Outcome) String() string {
+	switch o {
+	case Waited:
+		return "waited"
+	case TooEarly:
+		return "too_early"
+	case Busy:
+		return "busy"
+	case Gone:
+		return "gone"
+	}
+	return ""
+}
+
+// Options configure a Pacer.
+type Options struct {
+	Mode Mode // "" means ModeEnforce
+	// MaxWait bounds how long ModeWait holds a request.
+	MaxWait time.Duration
+	// MaxConnsPerOrigin bounds the requests in flight to one origin, all
+	// identities together; 0 means no bound.
+	MaxConnsPerOrigin int
+	// MaxSchedules bounds the schedules kept at once; 0 means
+	// DefaultMaxSchedules. Past it a new identity is Busy until schedules
+	// run out.
+	MaxSchedules int
+}
+
+// DefaultMaxSchedules is the default bound on schedules: at about
+// ScheduleBytes each, 24 MiB.
+const DefaultMaxSchedules = 1 << 20
+
+// ScheduleBytes is what one schedule costs in memory, about: a map slot of
+// a 64-bit key and a 64-bit time, with the map's spare room.
+const ScheduleBytes = 24
+
+// busyRetry is the Retry-After of a request refused at the connection
+// bound: a request in flight usually ends within it.
+const busyRetry = time.Second
+
+const shardCount = 64
+
+// Pacer keeps the schedules. It is safe for concurrent use.
+type Pacer struct {
+	opts     Options
+	seed     maphash.Seed
+	base     time.Time // schedules count nanoseconds from it, monotonic
+	perShard int
+	shards   [shardCount]shard
+	conns    [shardCount]connShard
+	waiting  atomic.Int64
+	full     atomic.Int64 // new identities turned away at MaxSchedules
+}
+
+type shard struct {
+	mu   sync.Mutex
+	next map[uint64]int64 // earliest start of the key's next request
+	// sweepAt is the size at which the map is next swept of schedules
+	// whose time has passed.
+	sweepAt int
+	_       [40]byte // keeps shards' locks off each other's cache lines
+}
+
+type connShard struct {
+	mu       sync.Mutex
+	inFlight map[uint64]conns
+}
+
+type conns struct {
+	n, waiters int32
+	// released is closed when a request ends while others wait; made
+	// only when someone waits.
+	released chan struct{}
+}
+
+// minSweep is the smallest map size that is swept.
+const minSweep = 64
+
+// New makes a Pacer.
+func New(opts Options) *Pacer {
+	if opts.Mode == "" {
+		opts.Mode = ModeEnforce
+	}
+	if opts.MaxSchedules <= 0 {
+		opts.MaxSchedules = DefaultMaxSchedules
+	}
+	p := &Pacer{opts: opts, seed: maphash.MakeSeed(), base: time.Now()}
+	p.perShard = max(1, opts.MaxSchedules/shardCount)
+	for i := range p.shards {
+		p.shards[i].next = make(map[uint64]int64)
+		p.shards[i].sweepAt = minSweep
+	}
+	for i := range p.conns {
+		p.conns[i].inFlight = make(map[uint64]conns)
+	}
+	return p
+}
+
+// Mode is the pacer's mode.
+func (p *Pacer) Mode() Mode { return p.opts.Mode }
+
+// MaxConnsPerOrigin is the bound on requests in flight to one origin, 0
+// for none.
+func (p *Pacer) MaxConnsPerOrigin() int { return p.opts.MaxConnsPerOrigin }
+
+// Identity names who shares a schedule: a credential's name, or else a
+// product token (compared case-insensitively, as robots.txt compares it).
+type Identity struct {
+	Credential string
+	Token      string
+}
+
+// Admission is a request's passage through pacing. Done must be called
+// once the request is over (it frees its connection), or Undo when the
+// request never went to the origin after all.
+type Admission struct {
+	Outcome Outcome
+	// Waited is how long the request was held.
+	Waited time.Duration
+	// RetryAfter is when to come back, for TooEarly and Busy.
+	RetryAfter time.Duration
+
+	p         *Pacer
+	key       uint64
+	slot      int64 // the start this request took; -1 for none
+	interval  int64
+	origin    uint64
+	holdsConn bool
+}
+
+// Allowed reports whether the request may go on to the origin: on time,
+// held until it was, or in ModeAudit whatever happened.
+func (a *Admission) Allowed() bool {
+	switch a.Outcome {
+	case OnTime, Waited:
+		return true
+	case TooEarly, Busy:
+		return a.p != nil && a.p.opts.Mode == ModeAudit
+	}
+	return false
+}
+
+// Admit paces one request of who to origin with delay d. In ModeWait it
+// may hold the request, until ctx ends at the latest.
+func (p *Pacer) Admit(ctx context.Context, origin string, who Identity, d Delay) Admission {
+	a := Admission{p: p, slot: -1}
+	if p == nil || p.opts.Mode == ModeOff {
+		return a
+	}
+	var deadline time.Time
+	if p.opts.Mode == ModeWait {
+		deadline = time.Now().Add(p.opts.MaxWait)
+	}
+	if d.Interval > 0 {
+		a.key, a.interval = p.scheduleKey(origin, who), int64(d.Interval)
+		if !p.takeSlot(ctx, &a) {
+			return a
+		}
+	}
+	if p.opts.MaxConnsPerOrigin > 0 {
+		a.origin = maphash.String(p.seed, origin)
+		p.takeConn(ctx, &a, deadline)
+	}
+	return a
+}
+
+// now is the monotonic time in the schedules' unit.
+func (p *Pacer) now() int64 { return int64(time.Since(p.base)) }
+
+func (p *Pacer) scheduleKey(origin string, who Identity) uint64 {
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	h.WriteString(origin)
+	name, kind := who.Token, byte('t')
+	if who.Credential != "" {
+		name, kind = who.Credential, 'c'
+	}
+	h.WriteByte(0)
+	h.WriteByte(kind)
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if kind == 't' && 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		h.WriteByte(c)
+	}
+	return h.Sum64()
+}
+
+// takeSlot takes the next start of a's schedule, holding the request for
+// it in ModeWait; false when the request goes no further (refused, or its
+// client gone), a.Outcome saying why.
+func (p *Pacer) takeSlot(ctx context.Context, a *Admission) bool {
+	s := &p.shards[a.key%shardCount]
+	s.mu.Lock()
+	now := p.now()
+	next, known := s.next[a.key]
+	if next <= now {
+		if !known && !s.makeRoom(now, p.perShard) {
+			s.mu.Unlock()
+			p.full.Add(1)
+			a.Outcome, a.RetryAfter = Busy, busyRetry
+			return p.opts.Mode == ModeAudit
+		}
+		a.slot = now
+		s.next[a.key] = now + a.interval
+		s.mu.Unlock()
+		return true
+	}
+	early := time.Duration(next - now)
+	if p.opts.Mode != ModeWait || early > p.opts.MaxWait {
+		s.mu.Unlock()
+		a.Outcome, a.RetryAfter = TooEarly, early
+		return p.opts.Mode == ModeAudit
+	}
+	a.slot = next
+	s.next[a.key] = next + a.interval
+	s.mu.Unlock()
+
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
+	timer := time.NewTimer(early)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		a.Outcome, a.Waited = Waited, early
+		return true
+	case <-ctx.Done():
+		p.giveBack(a)
+		a.Outcome = Gone
+		return false
+	}
+}
+
+// makeRoom makes sure a new schedule fits, sweeping the schedules whose
+// time has passed once the map has doubled since the last sweep.
+func (s *shard) makeRoom(now int64, limit int) bool {
+	if len(s.next) < s.sweepAt && len(s.next) < limit {
+		return true
+	}
+	for k, t := range s.next {
+		if t <= now {
+			delete(s.next, k)
+		}
+	}
+	s.sweepAt = max(minSweep, 2*len(s.next))
+	return len(s.next) < limit
+}
+
+// giveBack frees a's slot when nobody took a later one: the next request
+// may have it. Otherwise the later ones keep their starts, and the origin
+// just sees a longer gap.
+func (p *Pacer) giveBack(a *Admission) {
+	if a.slot < 0 {
+		return
+	}
+	s := &p.shards[a.key%shardCount]
+	s.mu.Lock()
+	if s.next[a.key] == a.slot+a.interval {
+		s.next[a.key] = a.slot
+	}
+	s.mu.Unlock()
+	a.slot = -1
+}
+
+// takeConn counts a in its origin's requests in flight, holding it for a
+// free connection in ModeWait until deadline. A request refused here gives
+// its slot back: it did not reach the origin.
+func (p *Pacer) takeConn(ctx context.Context, a *Admission, deadline time.Time) {
+	c := &p.conns[a.origin%shardCount]
+	max := int32(p.opts.MaxConnsPerOrigin)
+	var timer *time.Timer
+	c.mu.Lock()
+	for {
+		e := c.inFlight[a.origin]
+		if e.n < max || p.opts.Mode == ModeAudit {
+			if e.n >= max && a.Outcome == OnTime {
+				a.Outcome, a.RetryAfter = Busy, busyRetry
+			}
+			e.n++
+			c.inFlight[a.origin] = e
+			c.mu.Unlock()
+			a.holdsConn = true
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		}
+		left := time.Until(deadline)
+		if p.opts.Mode != ModeWait || left <= 0 {
+			c.mu.Unlock()
+			p.giveBack(a)
+			a.Outcome, a.RetryAfter = Busy, busyRetry
+			return
+		}
+		if e.released == nil {
+			e.released = make(chan struct{})
+		}
+		e.waiters++
+		c.inFlight[a.origin] = e
+		released := e.released
+		c.mu.Unlock()
+
+		if timer == nil {
+			timer = time.NewTimer(left)
+		}
+		start := time.Now()
+		p.waiting.Add(1)
+		var gone bool
+		select {
+		case <-released:
+		case <-timer.C:
+		case <-ctx.Done():
+			gone = true
+		}
+		p.waiting.Add(-1)
+		a.Waited += time.Since(start)
+		c.mu.Lock()
+		e = c.inFlight[a.origin]
+		e.waiters--
+		c.put(a.origin, e)
+		if gone {
+			c.mu.Unlock()
+			p.giveBack(a)
+			a.Outcome = Gone
+			return
+		}
+		a.Outcome = Waited
+	}
+}
+
+// put stores e, or forgets it once nothing is in flight or waiting.
+func (c *connShard) put(origin uint64, e conns) {
+	if e.n == 0 && e.waiters == 0 {
+		delete(c.inFlight, origin)
+		return
+	}
+	c.inFlight[origin] = e
+}
+
+// Done ends a's request: its connection is free for the next one.
+func (a *Admission) Done() {
+	if !a.holdsConn {
+		return
+	}
+	a.holdsConn = false
+	c := &a.p.conns[a.origin%shardCount]
+	c.mu.Lock()
+	e := c.inFlight[a.origin]
+	e.n--
+	if e.released != nil {
+		close(e.released)
+		e.released = nil
+	}
+	c.put(a.origin, e)
+	c.mu.Unlock()
+}
+
+// Undo ends a request that never reached the origin: its slot is given
+// back, if nobody took a later one, and its connection freed.
+func (a *Admission) Undo() {
+	if a.p == nil {
+		return
+	}
+	a.p.giveBack(a)
+	a.Done()
+}
+
+// Collector metrics: schedules kept, requests held, identities turned away.
+var (
+	schedulesDesc = prometheus.NewDesc("robotsgate_pace_schedules",
+		"Crawl-delay schedules kept, one per (origin, identity) held back now; about "+fmt.Sprint(ScheduleBytes)+" bytes each.", nil, nil)
+	waitingDesc = prometheus.NewDesc("robotsgate_pace_waiting",
+		"Requests held now for their slot or for a connection (ROBOTSGATE_CRAWL_DELAY=wait).", nil, nil)
+	fullDesc = prometheus.NewDesc("robotsgate_pace_schedules_full_total",
+		"Requests of a new identity answered as busy because the schedule table was full.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (p *Pacer) Describe(ch chan<- *prometheus.Desc) {
+	ch <- schedulesDesc
+	ch <- waitingDesc
+	ch <- fullDesc
+}
+
+// Collect implements prometheus.Collector.
+func (p *Pacer) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(schedulesDesc, prometheus.GaugeValue, float64(p.Schedules()))
+	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(p.waiting.Load()))
+	ch <- prometheus.MustNewConstMetric(fullDesc, prometheus.CounterValue, float64(p.full.Load()))
+}
+
+// Schedules counts the schedules that still hold a request back.
+func (p *Pacer) Schedules() int {
+	now := p.now()
+	n := 0
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for _, t := range s.next {
+			if t > now {
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
