@@ -338,6 +338,34 @@ func waitForPaced(t *testing.T, p *proxyProcess, pace string, forwarded bool, wa
 	}
 }
 
+// paceWaiting matches the robotsgate_pace_waiting gauge: the requests
+// held now.
+var paceWaiting = regexp.MustCompile(`(?m)^robotsgate_pace_waiting (\S+)$`)
+
+// waitForHeld waits until the proxy holds n requests in wait mode, by its
+// robotsgate_pace_waiting gauge. Without the gauge, it gives the requests
+// a second to arrive.
+func waitForHeld(t *testing.T, p *proxyProcess, n int) {
+	t.Helper()
+	direct := directClient(t)
+	for deadline := time.Now().Add(requestTimeout); ; {
+		r := get(t, direct, p.url.String()+"/metrics", "test")
+		m := paceWaiting.FindSubmatch(r.body)
+		if m == nil {
+			t.Logf("no robotsgate_pace_waiting in /metrics: giving the held requests a second instead")
+			time.Sleep(time.Second)
+			return
+		}
+		if v, _ := strconv.ParseFloat(string(m[1]), 64); v == float64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("robotsgate_pace_waiting is %s after %v, want %d", m[1], requestTimeout, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // grepLines is the lines of text that contain s, or a note that none does.
 func grepLines(text []byte, s string) string {
 	var out []string
@@ -535,6 +563,8 @@ func TestCrawlDelayWaitWithWget(t *testing.T) {
 		}
 	}
 
+	waitForPaced(t, p, "waited", true, float64(len(pages)))
+
 	recs := stopAndAudit(t, p)
 	delay := crawlDelay(1, 2)
 	// The index comes first: robots.txt, which wget fetched before it,
@@ -544,6 +574,32 @@ func TestCrawlDelayWaitWithWget(t *testing.T) {
 	for _, page := range pages {
 		checkPaceRecord(t, page, auditFor(t, recs, o.base()+page), http.StatusOK, true, "waited", &delay)
 	}
+}
+
+// TestPaceTooEarlyTakesNoSlot is the issue's timeline for "Crawl-delay:
+// 1": a request at 0s is answered 200, one at 0.3s 429 with Retry-After:
+// 1, and one at 1s 200: the refused request did not move the slot to
+// 1.3s.
+func TestPaceTooEarlyTakesNoSlot(t *testing.T) {
+	t.Parallel()
+	o := newOrigin(t, false, map[string]http.HandlerFunc{"/robots.txt": robotsTxt("User-agent: *\nCrawl-delay: 1\n")})
+	p := startProxy(t)
+	client := p.client(t)
+	delay := crawlDelay(1, 2)
+
+	first := want200(t, client, o.base()+"/1", crawlerUA)
+	// The proxy began /1 before first.done: these are 0.3s and 1s after
+	// it, or a little more.
+	time.Sleep(time.Until(first.done.Add(300 * time.Millisecond)))
+	second := fetch(t, client, o.base()+"/2", crawlerUA, "")
+	mustBeEarly(t, "/2", second, first, time.Second)
+	checkTooEarly(t, "/2", second, first, delay, "ExampleBot", o.base()+"/robots.txt")
+	time.Sleep(time.Until(first.done.Add(time.Second)))
+	want200(t, client, o.base()+"/3", crawlerUA)
+
+	recs := stopAndAudit(t, p)
+	checkPaceRecord(t, "/2", auditFor(t, recs, o.base()+"/2"), http.StatusTooManyRequests, false, "too_early", &delay)
+	checkPaceRecord(t, "/3", auditFor(t, recs, o.base()+"/3"), http.StatusOK, true, "", &delay)
 }
 
 // TestPaceSkipsRobotsTxtAndRefusals: robots.txt through the proxy is
@@ -679,6 +735,11 @@ func TestPaceDelaySources(t *testing.T) {
 		{name: "the token's group has none", robots: "User-agent: GPTBot\nDisallow: /private/\n\nUser-agent: *\nCrawl-delay: 5\n",
 			ua: gptBotUA},
 		{name: "no delay at all", robots: "User-agent: *\nDisallow: /private/\n"},
+		// Lines robotsgate cannot read are ignored.
+		{name: "unreadable crawl-delay", robots: "User-agent: *\nCrawl-delay: soon\n"},
+		{name: "unreadable request-rate", robots: "User-agent: *\nRequest-rate: bogus\nCrawl-delay: 2\n", want: crawlDelay(2, 3)},
+		{name: "default cap of 60s", robots: "User-agent: *\nCrawl-delay: 86400\n",
+			want: delayWant{60, "cap", 2, "Crawl-delay: 86400"}},
 		{name: "cap", env: []string{"ROBOTSGATE_MAX_CRAWL_DELAY=2s"}, robots: "User-agent: *\nCrawl-delay: 86400\n",
 			want: delayWant{2, "cap", 2, "Crawl-delay: 86400"}},
 		{name: "default", env: []string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY=3s"}, robots: "User-agent: *\nDisallow: /private/\n",
@@ -906,8 +967,7 @@ func TestPaceConnsPerOrigin(t *testing.T) {
 
 			var released time.Time
 			if c.name == "wait" {
-				// Held: give it time to reach the origin if it were not.
-				time.Sleep(300 * time.Millisecond)
+				waitForHeld(t, p, 1)
 				if n := o.count("/second"); n != 0 {
 					t.Errorf("the second request reached the origin while the first was in flight")
 				}
@@ -1109,6 +1169,7 @@ func TestCheckCrawlDelay(t *testing.T) {
 	}
 	decimal := write("decimal.txt", "User-agent: *\nDisallow: /private/\nCrawl-delay: 2.5\nRequest-rate: bogus\n")
 	rate := write("rate.txt", "User-agent: *\nCrawl-delay: soon\nRequest-rate: 10/1m\n")
+	hourly := write("hourly.txt", "User-agent: *\nRequest-rate: 30/1h\n") // 120s
 	none := write("none.txt", "User-agent: *\nDisallow: /private/\n")
 	huge := write("huge.txt", "User-agent: *\nCrawl-delay: 86400\n")
 	groups := write("groups.txt", "User-agent: *\nCrawl-delay: 5\n\nUser-agent: GPTBot\nCrawl-delay: 2\n")
@@ -1128,6 +1189,8 @@ func TestCheckCrawlDelay(t *testing.T) {
 		{"request-rate", nil, rate, "ExampleBot",
 			map[string]any{"crawl_delay": 6.0, "crawl_delay_source": "request-rate", "crawl_delay_line": 3.0},
 			`(?im)\bline 2:.*(crawl-delay|soon)`, 3},
+		{"request-rate per hour, capped", nil, hourly, "ExampleBot",
+			map[string]any{"crawl_delay": 60.0, "crawl_delay_source": "cap", "crawl_delay_line": 2.0}, "", 2},
 		{"none", nil, none, "ExampleBot",
 			map[string]any{"crawl_delay": 0.0, "crawl_delay_source": nil, "crawl_delay_line": nil}, "", 0},
 		{"default", []string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY=1500ms"}, none, "ExampleBot",
