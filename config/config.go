@@ -51,7 +51,7 @@ type Config struct {
 	// MaxWait bounds how long ROBOTSGATE_CRAWL_DELAY=wait holds a
 	// request. When the variable is unset and ClientIdleTimeout is not
 	// longer than the default, it is half ClientIdleTimeout.
-	MaxWait time.Duration `env:"MAX_WAIT" envDefault:"60s" desc:"Longest ROBOTSGATE_CRAWL_DELAY=wait holds a request for its slot or a connection (429 beyond); shorter than ROBOTSGATE_CLIENT_IDLE_TIMEOUT"`
+	MaxWait time.Duration `env:"MAX_WAIT" envDefault:"60s" desc:"Longest ROBOTSGATE_CRAWL_DELAY=wait holds a request for its slot or a connection (429 beyond); shorter than ROBOTSGATE_CLIENT_IDLE_TIMEOUT, and unset at most half of it"`
 
 	// MaxConnsPerOrigin bounds the requests in flight to one origin.
 	MaxConnsPerOrigin int `env:"MAX_CONNS_PER_ORIGIN" envDefault:"0" desc:"Most requests in flight to one origin, all crawlers together; past it as ROBOTSGATE_CRAWL_DELAY says (429, wait, recorded); 0 for no bound"`

@@ -142,9 +142,9 @@ func TestCheckCommand(t *testing.T) {
 		want := []map[string]any{
 			{"url": "/private/x", "user_agent": "ExampleBot", "token": "ExampleBot", "verdict": "disallow",
 				"reason": "disallow: /private/ (line 2)", "rule": "/private/", "rule_line": 2.0,
-				"group": "*", "group_lines": []any{1.0}, "robots_txt": robotsFile},
+				"group": "*", "group_lines": []any{1.0}, "robots_txt": robotsFile, "crawl_delay": 0.0},
 			{"url": "/ok", "user_agent": "ExampleBot", "token": "ExampleBot", "verdict": "allow",
-				"reason": "no matching rule", "group": "*", "group_lines": []any{1.0}, "robots_txt": robotsFile},
+				"reason": "no matching rule", "group": "*", "group_lines": []any{1.0}, "robots_txt": robotsFile, "crawl_delay": 0.0},
 		}
 		lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
 		if len(lines) != len(want) {

@@ -21,6 +21,7 @@ import (
 
 	"robotsgate/cache"
 	"robotsgate/proxy/identity"
+	"robotsgate/proxy/pace"
 )
 
 // benchBody is what the benchmark origin answers: a small page.
@@ -186,6 +187,25 @@ func BenchmarkAuthenticated(b *testing.B) {
 	})
 }
 
+// BenchmarkPaced compares keep-alive plain HTTP through robotsgate with
+// pacing off and with a delay in force on every request (1ns, so that each
+// one is on time and takes the whole schedule path: lookup, check, move).
+// Wait mode, so that two requests in one nanosecond are held for it rather
+// than refused.
+func BenchmarkPaced(b *testing.B) {
+	origin := startBenchOrigin(b)
+	target := origin.URL + "/page"
+	b.Run("unpaced", func(b *testing.B) {
+		p := startProxy(b, proxyConfig{audit: io.Discard})
+		runThroughput(b, p.url, target)
+	})
+	b.Run("paced", func(b *testing.B) {
+		p := startProxy(b, proxyConfig{audit: io.Discard, pacer: pace.New(pace.Options{Mode: pace.ModeWait, MaxWait: time.Second}),
+			pacePolicy: pace.Policy{Default: time.Nanosecond, Max: time.Minute}})
+		runThroughput(b, p.url, target)
+	})
+}
+
 // BenchmarkDecision measures what robotsgate adds to each request before
 // forwarding or refusing it, with robots.txt cached: token, origin, cache
 // lookup, verdict; for "disallow" also the audit record (written to a
@@ -201,12 +221,20 @@ func BenchmarkDecision(b *testing.B) {
 	if _, info, _ := p.rules.Get(b.Context(), origin.URL); info.Source != cache.SourceHit {
 		b.Fatalf("robots.txt not cached: %v", info.Source)
 	}
+	// The allowed path with a delay in force, as in BenchmarkPaced.
+	paced := newTestServer(b, proxyConfig{audit: io.Discard, pacer: pace.New(pace.Options{}),
+		pacePolicy: pace.Policy{Default: time.Nanosecond, Max: time.Minute}})
+	if _, _, err := paced.rules.Get(b.Context(), origin.URL); err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name, path string
 		allowed    bool
+		p          *testProxy
 	}{
-		{"allow", "/page?id=42", true},
-		{"disallow", "/private/report.pdf", false},
+		{"allow", "/page?id=42", true, p},
+		{"allow-paced", "/page?id=42", true, paced},
+		{"disallow", "/private/report.pdf", false, p},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			// As net/http hands over a plain proxy request: absolute URL
@@ -218,7 +246,7 @@ func BenchmarkDecision(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				_, answer := p.srv.decide(req, nil, nil)
+				_, answer := bc.p.srv.decide(req, nil, nil)
 				if bc.allowed != (answer == nil) {
 					b.Fatalf("allowed %v, answer %v", bc.allowed, answer)
 				}

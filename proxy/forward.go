@@ -94,7 +94,7 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 	case !d.verdict.Allowed:
 		// Audit mode: tell the crawler what enforcement would have done.
 		resp.Header.Set(decisionHeader, decisionValue(d))
-	case d.admission.Outcome == pace.TooEarly || d.admission.Outcome == pace.Busy:
+	case d.admission.Outcome != pace.OnTime && d.admission.Outcome != pace.Waited:
 		resp.Header.Set(decisionHeader, paceValue(d))
 	}
 	h := w.Header()

@@ -24,6 +24,7 @@ import (
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
+	"robotsgate/proxy/pace"
 	"robotsgate/robots/fetch"
 )
 
@@ -157,6 +158,8 @@ type proxyConfig struct {
 	client       ClientLimits
 	destinations *destination.Policy
 	identity     *identity.Gate
+	pacer        *pace.Pacer
+	pacePolicy   pace.Policy
 }
 
 // testProxy is a real Server, over a real cache and robots.txt fetcher,
@@ -211,6 +214,8 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 		AuditOnError: cfg.onAuditError,
 		Destinations: cfg.destinations,
 		Identity:     cfg.identity,
+		Pacer:        cfg.pacer,
+		PacePolicy:   cfg.pacePolicy,
 		Logger:       slog.New(slog.NewJSONHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Version:      "test",
 	}

@@ -42,7 +42,7 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 		}),
 		paced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "robotsgate_paced_requests_total",
-			Help: "Requests pacing acted on, by what it did (waited, too_early, busy, gone) and whether they were forwarded (too_early and busy forwarded: audit).",
+			Help: "Requests pacing acted on, by what it did (waited, too_early, busy, full, gone) and whether they were forwarded (too_early and busy forwarded: audit).",
 		}, []string{"pace", "forwarded"}),
 		waits: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "robotsgate_pace_wait_seconds",

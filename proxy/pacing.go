@@ -63,17 +63,22 @@ func seconds(d time.Duration) string {
 func paceValue(d *decision) string {
 	var b strings.Builder
 	a := &d.admission
-	if a.Outcome == pace.Busy {
+	switch a.Outcome {
+	case pace.Busy:
 		b.WriteString("busy")
-	} else {
+	case pace.Full:
+		b.WriteString("full")
+	default:
 		b.WriteString("too-early")
 	}
 	b.WriteString("; token=")
 	b.WriteString(quoteHeader(d.rec.Token))
-	if a.Outcome == pace.Busy {
+	switch a.Outcome {
+	case pace.Busy:
 		b.WriteString("; max-conns-per-origin=")
 		b.WriteString(strconv.Itoa(d.s.opts.Pacer.MaxConnsPerOrigin()))
-	} else {
+	case pace.Full:
+	default:
 		b.WriteString("; crawl-delay=")
 		b.WriteString(seconds(d.delay.Interval))
 		b.WriteString("; source=")
@@ -87,7 +92,7 @@ func paceValue(d *decision) string {
 	}
 	b.WriteString("; retry-after=")
 	b.WriteString(strconv.Itoa(retryAfter(a.RetryAfter)))
-	if a.Outcome != pace.Busy {
+	if a.Outcome == pace.TooEarly {
 		b.WriteString("; robots=")
 		b.WriteString(quoteHeader(d.robotsURL()))
 	}
@@ -133,15 +138,18 @@ func tooManyPage(req *http.Request, d *decision) *page {
 
 func tooManyText(d *decision, after int) []byte {
 	var b bytes.Buffer
-	if d.admission.Outcome == pace.Busy {
+	switch d.admission.Outcome {
+	case pace.Busy:
 		fmt.Fprintf(&b, "429 Too Many Requests: %s already has as many requests in flight as robotsgate lets through (ROBOTSGATE_MAX_CONNS_PER_ORIGIN=%d).\n\n",
 			d.rec.Origin, d.s.opts.Pacer.MaxConnsPerOrigin())
-	} else {
+	case pace.Full:
+		b.WriteString("429 Too Many Requests: robotsgate is keeping the pace of as many crawlers as it can hold; try again shortly.\n\n")
+	default:
 		b.WriteString("429 Too Many Requests: this crawler must wait longer between requests to this origin.\n\n")
 	}
 	fmt.Fprintf(&b, "URL:         %s\n", d.rec.URL)
 	b.WriteString(crawlerLine(d))
-	if d.admission.Outcome != pace.Busy {
+	if d.admission.Outcome == pace.TooEarly {
 		fmt.Fprintf(&b, "robots.txt:  %s\n", d.robotsURL())
 		fmt.Fprintf(&b, "Delay:       %ss between the starts of two requests, %s\n", seconds(d.delay.Interval), delayOrigin(d.delay))
 	}

@@ -206,7 +206,7 @@ func (s *Server) serveTunnel(r *http.Request, conn net.Conn, tun *tunnel, blind 
 // carry plain HTTP: what was judged of its host over HTTPS does not apply,
 // each request inside has a record of its own.
 func (d *decision) carriesPlainHTTP(tun *tunnel) {
-	d.admission.Undo() // the requests inside are paced one by one
+	d.admission.Undo()                                      // the requests inside are paced one by one
 	origin, _ := robots.OriginOf("http://" + tun.authority) // checked as host:port already
 	d.rec = audit.Record{
 		Time: d.rec.Time, Client: d.rec.Client, Method: d.rec.Method,

@@ -16,6 +16,7 @@ var fuzzSeeds = []string{
 	"useragent: MJ12bot\nDisalow: /\nCrawl-delay: 2\nSitemap: https://e.com/s.xml\nUser-agent: *MJ12bot*\nAllow: /ok\n",
 	"\xFF\xFEU\x00s\x00e\x00r\x00-\x00a\x00g\x00e\x00n\x00t\x00:\x00 \x00*\x00\n\x00D\x00i\x00s\x00a\x00l\x00l\x00o\x00w\x00:\x00 \x00/\x00",
 	"User-agent: gamma\x00\nDisallow: /nul\x00/\nDisallow: /latin-\xe9t\xe9\n#\x00\n",
+	"User-agent: fuzzbot\nCrawl-delay: 0.5\nRequest-rate: 10/1m 0600-0845\nUser-agent: *\nRequest_rate: 1/5h\nDisallow: /x\nCrawl-delay: 99999999\n",
 }
 
 func FuzzParse(f *testing.F) {
@@ -44,15 +45,23 @@ func FuzzParse(f *testing.F) {
 		if r.RetainedBytes() <= 0 {
 			t.Fatal("RetainedBytes must be positive")
 		}
+		pace, paced := r.Pace("fuzzbot")
+		if paced && (pace.Interval < 0 || pace.Interval > maxPace || pace.Line < 1 || pace.Line > r.Lines() ||
+			pace.Directive != DirectiveCrawlDelay && pace.Directive != DirectiveRequestRate) {
+			t.Fatalf("pace %+v out of bounds (%d lines)", pace, r.Lines())
+		}
 		// The parse must not keep a view of the body: scribbling over the
 		// body changes no verdict.
-		before := r.Check("fuzzbot", path)
+		before, rule := r.Check("fuzzbot", path), pace.Rule()
 		for i := range body {
 			body[i] = 'x'
 		}
 		after := r.Check("fuzzbot", path)
 		if before.Allowed != after.Allowed || before.Reason() != after.Reason() {
 			t.Fatalf("verdict changed after the body was overwritten: %q -> %q", before.Reason(), after.Reason())
+		}
+		if again, _ := r.Pace("fuzzbot"); again.Rule() != rule {
+			t.Fatalf("pace changed after the body was overwritten: %q -> %q", rule, again.Rule())
 		}
 	})
 }

@@ -54,9 +54,10 @@ type Record struct {
 	CrawlDelaySource string  `json:"crawl_delay_source,omitempty"`
 	CrawlDelayLine   int     `json:"crawl_delay_line,omitempty"`
 	// Pace is what pacing did when it did something: waited (held until
-	// its slot), too_early, busy (the origin's connection bound), gone (the
-	// client left while held). With forwarded true, too_early and busy
-	// are what enforcement would have refused.
+	// its slot), too_early, busy (the origin's connection bound), full (the
+	// schedule table), gone (the client left while held). With forwarded
+	// true, too_early, busy and full are what enforcement would have
+	// refused.
 	Pace     string  `json:"pace,omitempty"`
 	WaitedMS float64 `json:"waited_ms,omitempty"`
 

@@ -124,10 +124,11 @@ const (
 	TooEarly                // before its slot: refused, or forwarded and recorded (ModeAudit)
 	Busy                    // its origin had every connection in use: refused, or forwarded and recorded
 	Gone                    // the client went away while held
+	Full                    // a new identity while the schedule table is full: refused, or forwarded and recorded
 )
 
 // String returns the name the audit log uses: "", "waited", "too_early",
-// "busy" or "gone".
+// "busy", "gone" or "full".
 func (o Outcome) String() string {
 	switch o {
 	case Waited:
@@ -138,6 +139,8 @@ func (o Outcome) String() string {
 		return "busy"
 	case Gone:
 		return "gone"
+	case Full:
+		return "full"
 	}
 	return ""
 }
@@ -151,7 +154,7 @@ type Options struct {
 	// identities together; 0 means no bound.
 	MaxConnsPerOrigin int
 	// MaxSchedules bounds the schedules kept at once; 0 means
-	// DefaultMaxSchedules. Past it a new identity is Busy until schedules
+	// DefaultMaxSchedules. Past it a new identity is Full until schedules
 	// run out.
 	MaxSchedules int
 }
@@ -264,7 +267,7 @@ func (a *Admission) Allowed() bool {
 	switch a.Outcome {
 	case OnTime, Waited:
 		return true
-	case TooEarly, Busy:
+	case TooEarly, Busy, Full:
 		return a.p != nil && a.p.opts.Mode == ModeAudit
 	}
 	return false
@@ -329,7 +332,7 @@ func (p *Pacer) takeSlot(ctx context.Context, a *Admission) bool {
 		if !known && !s.makeRoom(now, p.perShard) {
 			s.mu.Unlock()
 			p.full.Add(1)
-			a.Outcome, a.RetryAfter = Busy, busyRetry
+			a.Outcome, a.RetryAfter = Full, busyRetry
 			return p.opts.Mode == ModeAudit
 		}
 		a.slot = now
@@ -503,7 +506,7 @@ var (
 	waitingDesc = prometheus.NewDesc("robotsgate_pace_waiting",
 		"Requests held now for their slot or for a connection (ROBOTSGATE_CRAWL_DELAY=wait).", nil, nil)
 	fullDesc = prometheus.NewDesc("robotsgate_pace_schedules_full_total",
-		"Requests of a new identity answered as busy because the schedule table was full.", nil, nil)
+		"Requests of a new identity that found the schedule table full.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
