@@ -718,6 +718,9 @@ func TestPaceDelaySources(t *testing.T) {
 		robots string // "" serves no robots.txt: a 404
 		ua     string // crawlerUA when ""
 		want   delayWant
+		// robots.txt asks for no delay, on a line the audit record may
+		// name: no delay applies, whatever the fields say of the line.
+		zero bool
 	}{
 		{name: "crawl-delay", robots: "User-agent: *\nCrawl-delay: 2\n", want: crawlDelay(2, 2)},
 		{name: "crawl-delay with decimals", robots: "User-agent: *\nDisallow: /private/\nCrawl-delay: 2.5\n", want: crawlDelay(2.5, 3)},
@@ -738,6 +741,18 @@ func TestPaceDelaySources(t *testing.T) {
 		// Lines robotsgate cannot read are ignored.
 		{name: "unreadable crawl-delay", robots: "User-agent: *\nCrawl-delay: soon\n"},
 		{name: "unreadable request-rate", robots: "User-agent: *\nRequest-rate: bogus\nCrawl-delay: 2\n", want: crawlDelay(2, 3)},
+		// README: a pace line speaks for the user-agent lines just above
+		// it, although these four lines are one group for Allow/Disallow.
+		{name: "pace line under its own user-agent", robots: "User-agent: GPTBot\nCrawl-delay: 10\nUser-agent: *\nCrawl-delay: 2\n",
+			ua: gptBotUA, want: crawlDelay(10, 2)},
+		{name: "pace line under its own user-agent, *", robots: "User-agent: GPTBot\nCrawl-delay: 10\nUser-agent: *\nCrawl-delay: 2\n",
+			want: crawlDelay(2, 4)},
+		// Two groups for one token: the longest interval wins.
+		{name: "two groups", robots: "User-agent: GPTBot\nCrawl-delay: 2\n\nUser-agent: GPTBot\nCrawl-delay: 4\n",
+			ua: gptBotUA, want: crawlDelay(4, 5)},
+		// README: an explicit "Crawl-delay: 0" is no delay, not the default.
+		{name: "explicit zero over the default", env: []string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY=3s"},
+			robots: "User-agent: *\nCrawl-delay: 0\n", zero: true},
 		{name: "default cap of 60s", robots: "User-agent: *\nCrawl-delay: 86400\n",
 			want: delayWant{60, "cap", 2, "Crawl-delay: 86400"}},
 		{name: "cap", env: []string{"ROBOTSGATE_MAX_CRAWL_DELAY=2s"}, robots: "User-agent: *\nCrawl-delay: 86400\n",
@@ -784,9 +799,18 @@ func TestPaceDelaySources(t *testing.T) {
 			}
 
 			recs := stopAndAudit(t, p)
-			checkPaceRecord(t, "/1", auditFor(t, recs, o.base()+"/1"), http.StatusOK, true, "", &c.want)
+			want := &c.want
+			if c.zero {
+				want = nil
+				for _, path := range []string{"/1", "/2"} {
+					if rec := auditFor(t, recs, o.base()+path); rec.CrawlDelay != 0 {
+						t.Errorf("%s: audit crawl_delay %v, want none or 0", path, rec.CrawlDelay)
+					}
+				}
+			}
+			checkPaceRecord(t, "/1", auditFor(t, recs, o.base()+"/1"), http.StatusOK, true, "", want)
 			if c.want.seconds == 0 {
-				checkPaceRecord(t, "/2", auditFor(t, recs, o.base()+"/2"), http.StatusOK, true, "", &c.want)
+				checkPaceRecord(t, "/2", auditFor(t, recs, o.base()+"/2"), http.StatusOK, true, "", want)
 				return
 			}
 			for _, path := range []string{"/2", "/3"} {
@@ -827,6 +851,12 @@ func TestPaceModes(t *testing.T) {
 				t.Errorf("the second request: status %d, want %d; X-Robotsgate-Decision %q", second.status, c.late, second.header.Get("X-Robotsgate-Decision"))
 			}
 			forwarded := c.late == http.StatusOK
+			// README: forwarded too early, the response says what
+			// enforcement would have done.
+			if h := second.header.Get("X-Robotsgate-Decision"); forwarded && c.pace != "" &&
+				(!strings.HasPrefix(h, "too-early") || !strings.HasSuffix(h, "mode=audit")) {
+				t.Errorf("the second request: X-Robotsgate-Decision %q, want too-early ... mode=audit", h)
+			}
 			if c.pace != "" {
 				waitForPaced(t, p, c.pace, forwarded, 1)
 			}
@@ -987,6 +1017,13 @@ func TestPaceConnsPerOrigin(t *testing.T) {
 			if second.r.status != c.second {
 				t.Errorf("the second request: status %d, want %d; body %q", second.r.status, c.second, second.r.body)
 			}
+			// README: a 429 at the connection bound says so, and to retry
+			// in a second.
+			if h := second.r.header.Get("X-Robotsgate-Decision"); c.second == http.StatusTooManyRequests &&
+				(!strings.HasPrefix(h, "busy") || !strings.Contains(h, "max-conns-per-origin=1") || second.r.header.Get("Retry-After") != "1") {
+				t.Errorf("the second request: X-Robotsgate-Decision %q, Retry-After %q; want busy ... max-conns-per-origin=1, 1",
+					h, second.r.header.Get("Retry-After"))
+			}
 			if c.name == "wait beyond ROBOTSGATE_MAX_WAIT" {
 				if held := second.r.done.Sub(second.r.sent); held < time.Second {
 					t.Errorf("the second request was answered 429 after %v, want it held ROBOTSGATE_MAX_WAIT (1s) first", held)
@@ -1117,6 +1154,8 @@ func TestPaceConfigurationErrors(t *testing.T) {
 		{"max wait beyond a set idle timeout", []string{"ROBOTSGATE_CLIENT_IDLE_TIMEOUT=30s", "ROBOTSGATE_MAX_WAIT=45s"},
 			[]string{"ROBOTSGATE_MAX_WAIT"}},
 		{"connections not a number", []string{"ROBOTSGATE_MAX_CONNS_PER_ORIGIN=many"}, []string{"ROBOTSGATE_MAX_CONNS_PER_ORIGIN", `"many"`}},
+		{"cap past a day", []string{"ROBOTSGATE_MAX_CRAWL_DELAY=25h"}, []string{"ROBOTSGATE_MAX_CRAWL_DELAY", `"25h"`}},
+		{"default beyond the cap", []string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY=2m"}, []string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY", `"2m"`}},
 		{"off with a default delay", []string{"ROBOTSGATE_CRAWL_DELAY=off", "ROBOTSGATE_DEFAULT_CRAWL_DELAY=1s"},
 			[]string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY"}},
 		{"off with a connection limit", []string{"ROBOTSGATE_CRAWL_DELAY=off", "ROBOTSGATE_MAX_CONNS_PER_ORIGIN=2"},
@@ -1174,6 +1213,7 @@ func TestCheckCrawlDelay(t *testing.T) {
 	hourly := write("hourly.txt", "User-agent: *\nRequest-rate: 30/1h\n") // 120s
 	none := write("none.txt", "User-agent: *\nDisallow: /private/\n")
 	huge := write("huge.txt", "User-agent: *\nCrawl-delay: 86400\n")
+	huge2 := write("huge2.txt", "User-agent: *\nCrawl-delay: 200000\n")
 	groups := write("groups.txt", "User-agent: *\nCrawl-delay: 5\n\nUser-agent: GPTBot\nCrawl-delay: 2\n")
 
 	for _, c := range []struct {
@@ -1193,6 +1233,17 @@ func TestCheckCrawlDelay(t *testing.T) {
 			`(?im)\bline 2:.*(crawl-delay|soon)`, 3},
 		{"request-rate per hour, capped", nil, hourly, "ExampleBot",
 			map[string]any{"crawl_delay": 60.0, "crawl_delay_source": "cap", "crawl_delay_line": 2.0}, "", 2},
+		// README: decimals may start with the point; a unit makes the
+		// line unreadable; a visit time after a rate is accepted; past a
+		// day is a day.
+		{"leading point", nil, write("point.txt", "User-agent: *\nCrawl-delay: .5\n"), "ExampleBot",
+			map[string]any{"crawl_delay": 0.5, "crawl_delay_source": "crawl-delay", "crawl_delay_line": 2.0}, "", 2},
+		{"a unit", nil, write("unit.txt", "User-agent: *\nCrawl-delay: 10s\n"), "ExampleBot",
+			map[string]any{"crawl_delay": 0.0, "crawl_delay_source": nil, "crawl_delay_line": nil}, `(?im)\bline 2:.*(crawl-delay|10s)`, 0},
+		{"visit time", []string{"ROBOTSGATE_MAX_CRAWL_DELAY=1h"}, write("visit.txt", "User-agent: *\nRequest-rate: 1/10m 0600-0845\n"), "ExampleBot",
+			map[string]any{"crawl_delay": 600.0, "crawl_delay_source": "request-rate", "crawl_delay_line": 2.0}, "", 2},
+		{"more than a day", []string{"ROBOTSGATE_MAX_CRAWL_DELAY=24h"}, huge2, "ExampleBot",
+			map[string]any{"crawl_delay": 86400.0, "crawl_delay_source": "crawl-delay", "crawl_delay_line": 2.0}, "", 2},
 		{"none", nil, none, "ExampleBot",
 			map[string]any{"crawl_delay": 0.0, "crawl_delay_source": nil, "crawl_delay_line": nil}, "", 0},
 		{"default", []string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY=1500ms"}, none, "ExampleBot",
