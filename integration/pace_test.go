@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -918,6 +920,54 @@ func TestPaceInsideTunnel(t *testing.T) {
 		if rec.Tunnel != o.addr {
 			t.Errorf("%s: audit tunnel %q, want %q", path, rec.Tunnel, o.addr)
 		}
+	}
+}
+
+// TestPaceBlindTunnel: a tunnel robotsgate does not intercept is paced as
+// one request when it opens (README): the requests inside cannot be seen.
+// A CONNECT too early is answered 429 like a request.
+func TestPaceBlindTunnel(t *testing.T) {
+	t.Parallel()
+	o := newOrigin(t, true, map[string]http.HandlerFunc{"/robots.txt": robotsTxt("User-agent: *\nCrawl-delay: 3\n")})
+	p := startProxy(t, "ROBOTSGATE_MITM=false", upstreamCA(t, o))
+	delay := crawlDelay(3, 2)
+
+	// A request through the first tunnel: one that carried nothing would
+	// give its slot back. The client trusts the origin's certificate only.
+	roots := x509.NewCertPool()
+	roots.AddCert(o.Certificate())
+	client := newClient(t, &http.Transport{
+		Proxy:              http.ProxyURL(p.url),
+		ProxyConnectHeader: http.Header{"User-Agent": {crawlerUA}},
+		TLSClientConfig:    &tls.Config{RootCAs: roots},
+		DisableKeepAlives:  true,
+	})
+	first := want200(t, client, o.base()+"/1", crawlerUA)
+	sent := time.Now()
+	_, r := p.connect(t, o.addr, crawlerUA)
+	second := timedReply{r, sent, time.Now()}
+	mustBeEarly(t, "the second CONNECT", second, first, 3*time.Second)
+	checkTooEarly(t, "the second CONNECT", second, first, delay, "ExampleBot", o.base()+"/robots.txt")
+
+	recs := stopAndAudit(t, p)
+	var connects []auditRecord
+	for _, rec := range recs {
+		if rec.Method == http.MethodConnect {
+			connects = append(connects, rec)
+		}
+	}
+	if len(connects) != 2 {
+		t.Fatalf("%d audit records of a CONNECT, want 2: %+v", len(connects), recs)
+	}
+	tooEarly := 0
+	for _, rec := range connects {
+		if rec.Pace == "too_early" {
+			tooEarly++
+			checkPaceRecord(t, "the second CONNECT", rec, http.StatusTooManyRequests, false, "too_early", &delay)
+		}
+	}
+	if tooEarly != 1 {
+		t.Errorf("%d audit records of a CONNECT too early, want 1: %+v", tooEarly, connects)
 	}
 }
 
