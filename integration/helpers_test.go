@@ -295,9 +295,17 @@ type origin struct {
 	*httptest.Server
 	addr string // 127.0.0.1:port
 
-	mu      sync.Mutex
-	hits    map[string]int
-	headers []http.Header // of every request received, in order
+	mu       sync.Mutex
+	hits     map[string]int
+	headers  []http.Header // of every request received, in order
+	arrivals []arrival     // of every request received, in order
+}
+
+// arrival is when the origin's handler began a request, to measure the
+// pace at which the proxy forwards.
+type arrival struct {
+	path string
+	at   time.Time
 }
 
 func newOrigin(t *testing.T, useTLS bool, pages map[string]http.HandlerFunc) *origin {
@@ -308,9 +316,11 @@ func newOrigin(t *testing.T, useTLS bool, pages map[string]http.HandlerFunc) *or
 	}
 	o := &origin{addr: ln.Addr().String(), hits: make(map[string]int)}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now() // first, so the lock does not delay it
 		o.mu.Lock()
 		o.hits[r.URL.Path]++
 		o.headers = append(o.headers, r.Header.Clone())
+		o.arrivals = append(o.arrivals, arrival{r.URL.Path, now})
 		o.mu.Unlock()
 		if page, ok := pages[r.URL.Path]; ok {
 			page(w, r)
@@ -342,6 +352,13 @@ func (o *origin) received() []http.Header {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.headers)
+}
+
+// arrived is when each request the origin has received arrived, in order.
+func (o *origin) arrived() []arrival {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.arrivals)
 }
 
 // base is the origin's URL without a path: http:// or https:// and addr.
@@ -457,6 +474,12 @@ type auditRecord struct {
 	Credential string `json:"credential"`
 	UAToken    string `json:"ua_token"`
 	UAMismatch bool   `json:"ua_mismatch"`
+	// Politeness (issue 10); see pace_test.go.
+	CrawlDelay       float64 `json:"crawl_delay"` // seconds
+	CrawlDelaySource string  `json:"crawl_delay_source"`
+	CrawlDelayLine   int     `json:"crawl_delay_line"`
+	Pace             string  `json:"pace"`
+	WaitedMS         float64 `json:"waited_ms"`
 }
 
 // alwaysInAudit are the fields every record carries, even when empty.
