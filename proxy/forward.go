@@ -6,12 +6,13 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
-	"robotsgate/proxy/pace"
-	"robotsgate/robots/fetch/netcause"
 	"strings"
 	"sync"
 
 	"golang.org/x/net/http/httpguts"
+
+	"robotsgate/proxy/pace"
+	"robotsgate/robots/fetch/netcause"
 )
 
 // via is how robotsgate names itself in Via (RFC 9110 §7.6.3), by the

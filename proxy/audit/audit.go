@@ -176,18 +176,19 @@ func (w *Writer) Write(rec *Record) error {
 	if err != nil {
 		return fmt.Errorf("encode audit record: %w", err)
 	}
-	line = append(line, '\n')
 	w.mu.Lock()
 	switch {
 	case w.closed:
 		w.mu.Unlock()
 		return errors.New("audit log closed")
-	case len(w.pending)+len(line) > w.opts.MaxPending:
+	case len(w.pending)+len(line)+1 > w.opts.MaxPending:
 		w.dropped++
 		w.mu.Unlock()
 		return ErrDropped
 	}
-	w.pending = append(w.pending, line...)
+	// The line break goes straight into the buffer: appended to line it
+	// would cost a copy whenever Marshal left no room.
+	w.pending = append(append(w.pending, line...), '\n')
 	full := len(w.pending) >= flushAt
 	stalled := len(w.pending) > w.opts.MaxPending/2
 	w.mu.Unlock()
