@@ -272,21 +272,8 @@ func get(t *testing.T, client *http.Client, rawURL, userAgent string) reply {
 
 // tryGet is get for goroutines, which must not call t.Fatal.
 func tryGet(client *http.Client, rawURL, userAgent string) (reply, error) {
-	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
-	if err != nil {
-		return reply{}, fmt.Errorf("GET %s: %w", rawURL, err)
-	}
-	req.Header.Set("User-Agent", userAgent)
-	resp, err := client.Do(req)
-	if err != nil {
-		return reply{}, fmt.Errorf("GET %s: %w", rawURL, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{}, fmt.Errorf("GET %s: reading the body: %w", rawURL, err)
-	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: body}, nil
+	r, err := tryFetch(context.Background(), client, rawURL, userAgent, "")
+	return r.reply, err
 }
 
 // origin is a local HTTP or HTTPS server that counts the requests each
