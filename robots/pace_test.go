@@ -2,6 +2,7 @@ package robots
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,6 +23,8 @@ func TestPaceValues(t *testing.T) {
 		{"Crawl-delay: 999999999999", 24 * time.Hour, true}, // read as the longest
 		{"Crawl-delay: 1" + string(make([]byte, 400)), 0, false},
 		{"Crawl-delay: soon", 0, false},
+		{"Crawl-delay: " + strings.Repeat("0", 40) + "1", 0, false}, // quoted back to crawlers: kept short
+		{"Request-rate: 1/" + strings.Repeat("0", 40) + "1", 0, false},
 		{"Crawl-delay: -1", 0, false},
 		{"Crawl-delay: +1", 0, false},
 		{"Crawl-delay: 1e3", 0, false},

@@ -235,9 +235,16 @@ func (b *builder) pace(line Line) {
 // far lower anyway.
 const maxPace = 24 * time.Hour
 
+// maxPaceValue bounds a pace value: real ones are a few bytes, and the
+// value is quoted back to crawlers in 429 answers.
+const maxPaceValue = 32
+
 // parseCrawlDelay reads a Crawl-delay value: a decimal number of seconds
 // ("10", "0.5", ".5", "10."), nothing else (no sign, exponent, hex, unit).
 func parseCrawlDelay(v string) (time.Duration, bool) {
+	if len(v) > maxPaceValue {
+		return 0, false
+	}
 	seconds, ok := parseDecimal(v)
 	if !ok {
 		return 0, false
@@ -250,6 +257,9 @@ func parseCrawlDelay(v string) (time.Duration, bool) {
 // "60/1h"). A visit-time window after it ("1/5 0600-0845") is accepted
 // and not honoured: the rate then applies all day, the stricter reading.
 func parseRequestRate(v string) (time.Duration, bool) {
+	if len(v) > maxPaceValue {
+		return 0, false
+	}
 	if i := strings.LastIndexByte(v, ' '); i >= 0 && isTimeWindow(v[i+1:]) {
 		v = v[:i]
 	}

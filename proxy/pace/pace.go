@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -189,9 +190,11 @@ type shard struct {
 	mu   sync.Mutex
 	next map[uint64]int64 // earliest start of the key's next request
 	// sweepAt is the size at which the map is next swept of schedules
-	// whose time has passed.
+	// whose time has passed; freeAt is no later than when the first
+	// schedule passes: no sweep can free one before.
 	sweepAt int
-	_       [40]byte // keeps shards' locks off each other's cache lines
+	freeAt  int64
+	_       [32]byte // keeps shards' locks off each other's cache lines
 }
 
 type connShard struct {
@@ -337,6 +340,7 @@ func (p *Pacer) takeSlot(ctx context.Context, a *Admission) bool {
 		}
 		a.slot = now
 		s.next[a.key] = now + a.interval
+		s.freeAt = min(s.freeAt, now+a.interval)
 		s.mu.Unlock()
 		return true
 	}
@@ -366,17 +370,26 @@ func (p *Pacer) takeSlot(ctx context.Context, a *Admission) bool {
 }
 
 // makeRoom makes sure a new schedule fits, sweeping the schedules whose
-// time has passed once the map has doubled since the last sweep.
+// time has passed once the map has doubled since the last sweep. A full
+// map is not swept again before one of its schedules can have passed: a
+// flood of new identities costs a lookup each, not a sweep each.
 func (s *shard) makeRoom(now int64, limit int) bool {
 	if len(s.next) < s.sweepAt && len(s.next) < limit {
 		return true
 	}
+	if len(s.next) >= limit && now < s.freeAt {
+		return false
+	}
+	first := int64(math.MaxInt64)
 	for k, t := range s.next {
 		if t <= now {
 			delete(s.next, k)
+		} else {
+			first = min(first, t)
 		}
 	}
 	s.sweepAt = max(minSweep, 2*len(s.next))
+	s.freeAt = first
 	return len(s.next) < limit
 }
 
@@ -391,6 +404,7 @@ func (p *Pacer) giveBack(a *Admission) {
 	s.mu.Lock()
 	if s.next[a.key] == a.slot+a.interval {
 		s.next[a.key] = a.slot
+		s.freeAt = min(s.freeAt, a.slot)
 	}
 	s.mu.Unlock()
 	a.slot = -1
