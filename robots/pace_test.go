@@ -131,10 +131,7 @@ func TestPaceChoice(t *testing.T) {
 
 func TestBadPaceReported(t *testing.T) {
 	r := Parser{KeepIgnored: true}.Parse([]byte("Crawl-delay: 5\nUser-agent: *\nRequest-rate: often\nCrawl-delay: soon\n"))
-	var got []string
-	for _, l := range r.Ignored() {
-		got = append(got, l.String())
-	}
+	got := ignoredLines(r)
 	want := []string{
 		"line 1: record before any user-agent line",
 		"line 3: request-rate is not requests/period, such as 1/5 (seconds), 1/10m or 60/1h",

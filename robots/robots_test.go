@@ -275,10 +275,7 @@ func TestGroupsAndRecords(t *testing.T) {
 	if got, want := r.Sitemaps(), []string{"https://example.com/sitemap.xml"}; !slices.Equal(got, want) {
 		t.Errorf("Sitemaps() = %q, want %q", got, want)
 	}
-	var got []string
-	for _, l := range r.Ignored() {
-		got = append(got, l.String())
-	}
+	got := ignoredLines(r)
 	want := []string{
 		"line 2: record before any user-agent line",
 		"line 3: record before any user-agent line",
@@ -612,4 +609,13 @@ func TestIgnoredLinesKeptOnlyWhenAsked(t *testing.T) {
 			t.Fatalf("ignored line %d = %v, want %v", i, l, want)
 		}
 	}
+}
+
+// ignoredLines is r's ignored lines as check prints them.
+func ignoredLines(r *Robots) []string {
+	var lines []string
+	for _, l := range r.Ignored() {
+		lines = append(lines, l.String())
+	}
+	return lines
 }
