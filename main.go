@@ -3,6 +3,7 @@
 //
 //	robotsgate [serve]   run the proxy (configured by ROBOTSGATE_* variables)
 //	robotsgate check ... judge URLs against a robots.txt (see "robotsgate check -h")
+//	robotsgate report ... sum up audit logs (see "robotsgate report -h")
 //	robotsgate version   print the version
 package main
 
@@ -25,6 +26,7 @@ import (
 	"robotsgate/proxy"
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/cmd/check"
+	"robotsgate/proxy/cmd/report"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
 	"robotsgate/proxy/pace"
@@ -56,6 +58,8 @@ func run(args []string) int {
 		return serveCommand()
 	case "check":
 		return checkCommand(args)
+	case "report":
+		return reportCommand(args)
 	case "version", "-version", "--version":
 		fmt.Println("robotsgate", buildVersion())
 		return 0
@@ -70,6 +74,7 @@ func run(args []string) int {
 const helpText = `usage:
   robotsgate [serve]    run the proxy; settings come from ROBOTSGATE_* variables (README.md)
   robotsgate check ...  judge URLs against robots.txt; "robotsgate check -h" for details
+  robotsgate report ... sum up audit logs: crawlers, refusals, robots.txt incidents; "robotsgate report -h"
   robotsgate version    print the version
 `
 
@@ -122,6 +127,13 @@ func checkCommand(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return check.Run(ctx, args, env)
+}
+
+// reportCommand needs no configuration: it reads audit logs only.
+func reportCommand(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return report.Run(ctx, args, report.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 }
 
 func serveCommand() int {

@@ -273,6 +273,7 @@ func deniedDestination(err error) *destination.DeniedError {
 func (d *decision) destinationPage(err error) *page {
 	why := err.Error() + " (ROBOTSGATE_DENY_DESTINATIONS); robotsgate does not connect there"
 	d.rec.Verdict = robots.VerdictDisallow
+	d.rec.DeniedDestination = true
 	d.rec.Reason = why
 	d.rec.Status = http.StatusForbidden
 	d.rec.Forwarded = false

@@ -61,6 +61,10 @@ type Record struct {
 	Pace     string  `json:"pace,omitempty"`
 	WaitedMS float64 `json:"waited_ms,omitempty"`
 
+	// DeniedDestination says the verdict disallow came from
+	// ROBOTSGATE_DENY_DESTINATIONS, not from robots.txt.
+	DeniedDestination bool `json:"denied_destination,omitempty"`
+
 	Mode      string  `json:"mode"`      // enforce or audit
 	Forwarded bool    `json:"forwarded"` // the request went to the origin
 	Status    int     `json:"status"`    // the status the client received

@@ -1,0 +1,420 @@
+package report
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Bounds of what a report keeps, whatever the log's length.
+const (
+	// DefaultTop is how many rules and paths the top lists show.
+	DefaultTop = 20
+	// sketchCapacity is how many refused rules, and refused paths, are
+	// counted at once; the top lists are exact while fewer are seen.
+	sketchCapacity = 1024
+	// crawlerValues is how many User-Agents, tokens and claimed tokens
+	// are counted per crawler, and listed.
+	crawlerValues, crawlerValuesShown = 32, 10
+	// maxIncidents is how many robots.txt incidents are kept per origin.
+	maxIncidents = 20
+	// maxProblems is how many malformed lines are listed.
+	maxProblems = 10
+)
+
+// record is the part of an audit record a report reads.
+type record struct {
+	Time              time.Time `json:"time"`
+	URL               string    `json:"url"`
+	UserAgent         string    `json:"user_agent"`
+	Token             string    `json:"token"`
+	Verdict           string    `json:"verdict"`
+	Reason            string    `json:"reason"`
+	Rule              string    `json:"rule"`
+	RuleLine          int       `json:"rule_line"`
+	Group             string    `json:"group"`
+	RobotsOutcome     string    `json:"robots_outcome"`
+	RobotsStatus      int       `json:"robots_status"`
+	RobotsCache       string    `json:"robots_cache"`
+	Credential        string    `json:"credential"`
+	UAToken           *string   `json:"ua_token"`
+	UAMismatch        bool      `json:"ua_mismatch"`
+	Origin            string    `json:"origin"`
+	Pace              string    `json:"pace"`
+	DeniedDestination bool      `json:"denied_destination"`
+	Forwarded         bool      `json:"forwarded"`
+	Bytes             int64     `json:"bytes"`
+}
+
+var errNotRecord = errors.New("not an audit record: no time or verdict")
+
+// decode reads one line into r, which it clears first.
+func (r *record) decode(line []byte) error {
+	*r = record{}
+	if err := json.Unmarshal(line, r); err != nil {
+		return err
+	}
+	if r.Time.IsZero() || r.Verdict == "" {
+		return errNotRecord
+	}
+	return nil
+}
+
+// kind is what a record counts as.
+type kind struct {
+	allowed, refused, wouldBeRefused, denied, errored bool
+	delayed, tooEarly, wouldBeTooEarly                bool
+}
+
+func classify(r *record) kind {
+	var k kind
+	switch r.Verdict {
+	case "allow":
+		k.allowed = true
+	case "disallow":
+		switch {
+		case r.DeniedDestination:
+			k.denied = true
+		case r.Forwarded:
+			k.wouldBeRefused = true
+		default:
+			k.refused = true
+		}
+	default:
+		k.errored = true
+	}
+	switch r.Pace {
+	case "waited", "gone":
+		k.delayed = true
+	case "too_early", "busy", "full":
+		if r.Forwarded {
+			k.wouldBeTooEarly = true
+		} else {
+			k.tooEarly = true
+		}
+	}
+	return k
+}
+
+func (c *Counts) add(r *record, k kind) {
+	c.Requests++
+	c.Bytes += r.Bytes
+	count(&c.Allowed, k.allowed)
+	count(&c.Refused, k.refused)
+	count(&c.WouldBeRefused, k.wouldBeRefused)
+	count(&c.DeniedDestination, k.denied)
+	count(&c.Errors, k.errored)
+	count(&c.Delayed, k.delayed)
+	count(&c.TooEarly, k.tooEarly)
+	count(&c.WouldBeTooEarly, k.wouldBeTooEarly)
+	if c.FirstSeen.IsZero() || r.Time.Before(c.FirstSeen) {
+		c.FirstSeen = r.Time
+	}
+	if r.Time.After(c.LastSeen) {
+		c.LastSeen = r.Time
+	}
+}
+
+func (t *tally) add(k kind) {
+	t.requests++
+	count(&t.allowed, k.allowed)
+	count(&t.refused, k.refused)
+	count(&t.wouldBeRefused, k.wouldBeRefused)
+	count(&t.tooEarly, k.tooEarly)
+	count(&t.wouldBeTooEarly, k.wouldBeTooEarly)
+	count(&t.denied, k.denied)
+	count(&t.errors, k.errored)
+}
+
+func count(n *int64, yes bool) {
+	if yes {
+		*n++
+	}
+}
+
+// finish works out the compliance rate.
+func (c *Counts) finish() {
+	if judged := c.Allowed + c.Refused + c.WouldBeRefused; judged > 0 {
+		rate := float64(c.Allowed) / float64(judged)
+		c.Compliance = &rate
+	}
+}
+
+// crawlerKey names a crawler: a credential's name as given, or a token
+// in lower case (tokens match case-insensitively).
+type crawlerKey struct {
+	byCredential bool
+	name         string
+}
+
+type crawlerStats struct {
+	id            int
+	key           crawlerKey
+	name          string // as first seen
+	counts        Counts
+	origins       int
+	userAgents    *sketch[string]
+	tokens        *sketch[string] // under a credential
+	mismatches    int64
+	claimedTokens *sketch[string]
+}
+
+type originStats struct {
+	id        int
+	origin    string
+	counts    Counts
+	crawlers  int
+	robots    RobotsOutcomes
+	incidents []Incident // the last is the one open, if its outcome is the latest seen
+	omitted   int64
+	latest    string // the latest robots.txt outcome seen
+}
+
+type ruleKey struct {
+	origin, group, rule string
+	line                int
+}
+
+type pairKey struct{ crawler, origin int }
+
+// aggregate is the running sums of a report.
+type aggregate struct {
+	filter   matcher
+	totals   Counts
+	crawlers map[crawlerKey]*crawlerStats
+	origins  map[string]*originStats
+	pairs    map[pairKey]struct{}
+	rules    *sketch[ruleKey]
+	paths    *sketch[string]
+	timeline *timeline
+
+	records, filteredOut, malformed int64
+	problems                        []LineNote
+}
+
+func newAggregate(f Filter) *aggregate {
+	return &aggregate{
+		filter:   newMatcher(f),
+		crawlers: make(map[crawlerKey]*crawlerStats),
+		origins:  make(map[string]*originStats),
+		pairs:    make(map[pairKey]struct{}),
+		rules:    newSketch[ruleKey](sketchCapacity),
+		paths:    newSketch[string](sketchCapacity),
+		timeline: newTimeline(),
+	}
+}
+
+func (a *aggregate) problem(source string, line int64, err error) {
+	a.malformed++
+	if len(a.problems) < maxProblems {
+		a.problems = append(a.problems, LineNote{Source: source, Line: line, Error: err.Error()})
+	}
+}
+
+// add counts one record.
+func (a *aggregate) add(r *record) {
+	if !a.filter.match(r) {
+		a.filteredOut++
+		return
+	}
+	a.records++
+	k := classify(r)
+	a.totals.add(r, k)
+	a.timeline.bucket(r.Time).add(k)
+
+	c := a.crawler(r)
+	c.counts.add(r, k)
+	c.userAgents.add(r.UserAgent)
+	if c.tokens != nil {
+		c.tokens.add(r.Token)
+	}
+	if r.UAMismatch {
+		c.mismatches++
+		if r.UAToken != nil {
+			c.claimedTokens.add(*r.UAToken)
+		}
+	}
+
+	if r.Origin == "" { // a request refused before its origin was known
+		return
+	}
+	o := a.origin(r.Origin)
+	o.counts.add(r, k)
+	o.noteRobots(r)
+	if _, seen := a.pairs[pairKey{c.id, o.id}]; !seen {
+		a.pairs[pairKey{c.id, o.id}] = struct{}{}
+		c.origins++
+		o.crawlers++
+	}
+	if k.refused || k.wouldBeRefused {
+		rule := r.Rule
+		if rule == "" {
+			rule = r.Reason
+		}
+		a.rules.add(ruleKey{origin: r.Origin, group: r.Group, rule: rule, line: r.RuleLine})
+		a.paths.add(r.URL)
+	}
+}
+
+func (a *aggregate) crawler(r *record) *crawlerStats {
+	key, name := crawlerKey{name: strings.ToLower(r.Token)}, r.Token
+	if r.Credential != "" {
+		key, name = crawlerKey{byCredential: true, name: r.Credential}, r.Credential
+	}
+	if c, ok := a.crawlers[key]; ok {
+		return c
+	}
+	c := &crawlerStats{
+		id: len(a.crawlers), key: key, name: name,
+		userAgents:    newSketch[string](crawlerValues),
+		claimedTokens: newSketch[string](crawlerValues),
+	}
+	if key.byCredential {
+		c.tokens = newSketch[string](crawlerValues)
+	}
+	a.crawlers[key] = c
+	return c
+}
+
+func (a *aggregate) origin(name string) *originStats {
+	if o, ok := a.origins[name]; ok {
+		return o
+	}
+	o := &originStats{id: len(a.origins), origin: name}
+	a.origins[name] = o
+	return o
+}
+
+// noteRobots counts how robots.txt was had, and follows the spans when
+// it was not had fine.
+func (o *originStats) noteRobots(r *record) {
+	outcome := r.RobotsOutcome
+	switch {
+	case outcome == "":
+		return // /robots.txt itself, or no verdict reached
+	case r.RobotsCache == "stale":
+		outcome = "stale"
+		o.robots.Stale++
+	case outcome == "ok":
+		o.robots.OK++
+	case outcome == "unavailable":
+		o.robots.Unavailable++
+	case outcome == "restricted":
+		o.robots.Restricted++
+	case outcome == "unreachable":
+		o.robots.Unreachable++
+	default:
+		return // an outcome this version does not know
+	}
+	latest := o.latest
+	o.latest = outcome
+	if outcome == "ok" {
+		return
+	}
+	if latest == outcome && len(o.incidents) > 0 {
+		in := &o.incidents[len(o.incidents)-1]
+		in.Requests++
+		in.From, in.To = minTime(in.From, r.Time), maxTime(in.To, r.Time)
+		if r.RobotsStatus != 0 {
+			in.Status = r.RobotsStatus
+		}
+		return
+	}
+	if len(o.incidents) == maxIncidents {
+		o.incidents = slices.Delete(o.incidents, 0, 1)
+		o.omitted++
+	}
+	o.incidents = append(o.incidents, Incident{Outcome: outcome, From: r.Time, To: r.Time, Requests: 1, Status: r.RobotsStatus})
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// report turns the sums into a Report.
+func (a *aggregate) report(top int) *Report {
+	rep := &Report{
+		Records: a.records, FilteredOut: a.filteredOut, Malformed: a.malformed, Problems: a.problems,
+		Totals: a.totals, From: a.totals.FirstSeen, To: a.totals.LastSeen,
+		Crawlers: []Crawler{}, Origins: []Origin{}, TopRules: []RuleCount{}, TopPaths: []PathCount{},
+	}
+	if rep.Problems == nil {
+		rep.Problems = []LineNote{}
+	}
+	rep.Totals.finish()
+	for _, c := range a.crawlers {
+		out := Crawler{
+			Name: c.name, By: "token", Counts: c.counts, Origins: c.origins,
+			UserAgents: seen(c.userAgents), UAMismatches: c.mismatches, ClaimedTokens: seen(c.claimedTokens),
+		}
+		if c.key.byCredential {
+			out.By, out.Tokens = "credential", seen(c.tokens)
+		}
+		out.Counts.finish()
+		rep.Crawlers = append(rep.Crawlers, out)
+	}
+	slices.SortFunc(rep.Crawlers, func(x, y Crawler) int {
+		if c := cmp.Compare(y.Requests, x.Requests); c != 0 {
+			return c
+		}
+		if c := strings.Compare(x.Name, y.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(x.By, y.By)
+	})
+	for _, o := range a.origins {
+		out := Origin{
+			Origin: o.origin, Counts: o.counts, Crawlers: o.crawlers, Robots: o.robots,
+			Incidents: o.incidents, IncidentsOmitted: o.omitted,
+		}
+		if out.Incidents == nil {
+			out.Incidents = []Incident{}
+		}
+		out.Counts.finish()
+		rep.Origins = append(rep.Origins, out)
+	}
+	slices.SortFunc(rep.Origins, func(x, y Origin) int {
+		if c := cmp.Compare(y.Requests, x.Requests); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Origin, y.Origin)
+	})
+	for _, e := range a.rules.top(top, compareRules) {
+		rep.TopRules = append(rep.TopRules, RuleCount{
+			Origin: e.key.origin, Group: e.key.group, Rule: e.key.rule, Line: e.key.line,
+			Refused: e.count, Overcount: e.overcount,
+		})
+	}
+	for _, e := range a.paths.top(top, strings.Compare) {
+		rep.TopPaths = append(rep.TopPaths, PathCount{URL: e.key, Refused: e.count, Overcount: e.overcount})
+	}
+	rep.Timeline = a.timeline.result(rep.From, rep.To)
+	return rep
+}
+
+func compareRules(x, y ruleKey) int {
+	return cmp.Or(strings.Compare(x.origin, y.origin), strings.Compare(x.group, y.group),
+		cmp.Compare(x.line, y.line), strings.Compare(x.rule, y.rule))
+}
+
+// seen lists a crawler's most common values.
+func seen(s *sketch[string]) []Seen {
+	out := []Seen{}
+	for _, e := range s.top(crawlerValuesShown, strings.Compare) {
+		out = append(out, Seen{Value: e.key, Count: e.count, Overcount: e.overcount})
+	}
+	return out
+}

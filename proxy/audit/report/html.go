@@ -1,0 +1,261 @@
+package report
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strconv"
+)
+
+// The page is one file that works offline, opened from disk: its style,
+// script and charts are inline, and its Content-Security-Policy lets
+// nothing else load or run (only this style and this script, by hash),
+// so a User-Agent or URL from the log cannot make it fetch or execute
+// anything even if escaping were ever missed.
+var (
+	//go:embed report.html.tmpl
+	pageTemplate string
+	//go:embed report.css
+	pageStyle string
+	//go:embed report.js
+	pageScript string
+)
+
+// WriteHTML writes the report as one self-contained HTML page: sortable
+// tables and inline SVG charts, readable in light and dark mode and when
+// printed.
+func WriteHTML(w io.Writer, rep *Report) error {
+	tmpl, err := template.New("report").Funcs(template.FuncMap{
+		"time":    formatTime,
+		"number":  number,
+		"percent": percent,
+		"rate":    rateValue,
+		"bytes":   bytesWords,
+		"approx":  approx,
+		"name":    crawlerName,
+		"dict":    dict,
+	}).Parse(pageTemplate)
+	if err != nil {
+		return fmt.Errorf("report template: %w", err)
+	}
+	view := struct {
+		*Report
+		Style            template.CSS
+		Script           template.JS
+		Policy           string
+		Compliance       chart
+		TimelineChart    chart
+		RulesChart       chart
+		Filter           string
+		MalformedOmitted int64
+	}{
+		Report:           rep,
+		Style:            template.CSS(pageStyle),
+		Script:           template.JS(pageScript),
+		Policy:           "default-src 'none'; style-src " + sourceHash(pageStyle) + "; script-src " + sourceHash(pageScript),
+		Compliance:       complianceChart(rep),
+		TimelineChart:    timelineChart(rep),
+		RulesChart:       rulesChart(rep),
+		Filter:           describeFilter(rep.Filter),
+		MalformedOmitted: rep.Malformed - int64(len(rep.Problems)),
+	}
+	if err := tmpl.Execute(w, view); err != nil {
+		return fmt.Errorf("write HTML report: %w", err)
+	}
+	return nil
+}
+
+// dict passes several values to a sub-template.
+func dict(pairs ...any) (map[string]any, error) {
+	if len(pairs)%2 != 0 {
+		return nil, fmt.Errorf("dict wants key-value pairs, got %d values", len(pairs))
+	}
+	m := make(map[string]any, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		key, ok := pairs[i].(string)
+		if !ok {
+			return nil, fmt.Errorf("dict key %v is not a string", pairs[i])
+		}
+		m[key] = pairs[i+1]
+	}
+	return m, nil
+}
+
+func sourceHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
+
+// rateValue is a compliance rate as a sortable number; -1 for none.
+func rateValue(rate *float64) string {
+	if rate == nil {
+		return "-1"
+	}
+	return strconv.FormatFloat(*rate, 'f', 6, 64)
+}
+
+// chart is an SVG drawn from the report: sized boxes and labels.
+type chart struct {
+	Width, Height int
+	Rects         []rect
+	Labels        []label
+	Lines         []line
+}
+
+type rect struct {
+	X, Y, W, H float64
+	Class      string
+	Title      string
+}
+
+type label struct {
+	X, Y   float64
+	Text   string
+	Anchor string // start, middle or end
+	Class  string
+}
+
+type line struct{ X1, Y1, X2, Y2 float64 }
+
+const (
+	chartWidth   = 760
+	barHeight    = 18
+	barGap       = 8
+	chartLabelW  = 210 // room for names left of the bars
+	chartValueW  = 70  // room for values right of the bars
+	chartEntries = 15  // crawlers and rules drawn
+)
+
+// complianceChart draws, per crawler (the busiest), its judged requests
+// split into allowed, refused and would-be-refused, as shares of 100%.
+func complianceChart(rep *Report) chart {
+	n := min(len(rep.Crawlers), chartEntries)
+	c := chart{Width: chartWidth, Height: max(n, 1)*(barHeight+barGap) + 24}
+	barW := float64(chartWidth - chartLabelW - chartValueW)
+	for i := range n {
+		cr := &rep.Crawlers[i]
+		y := float64(i*(barHeight+barGap)) + 4
+		name := crawlerName(cr)
+		c.Labels = append(c.Labels, label{X: chartLabelW - 8, Y: y + barHeight - 5, Text: shorten(name, 28), Anchor: "end"})
+		judged := cr.Allowed + cr.Refused + cr.WouldBeRefused
+		if judged == 0 {
+			c.Labels = append(c.Labels, label{X: chartLabelW, Y: y + barHeight - 5, Text: "no request judged", Class: "muted"})
+			continue
+		}
+		x := float64(chartLabelW)
+		for _, part := range []struct {
+			n     int64
+			class string
+			what  string
+		}{{cr.Allowed, "allowed", "allowed"}, {cr.Refused, "refused", "refused"}, {cr.WouldBeRefused, "would", "would be refused"}} {
+			if part.n == 0 {
+				continue
+			}
+			w := barW * float64(part.n) / float64(judged)
+			c.Rects = append(c.Rects, rect{X: x, Y: y, W: w, H: barHeight, Class: part.class,
+				Title: fmt.Sprintf("%s: %s %s of %s judged", name, number(part.n), part.what, number(judged))})
+			x += w
+		}
+		c.Labels = append(c.Labels, label{X: chartWidth - chartValueW + 6, Y: y + barHeight - 5, Text: percent(cr.Compliance)})
+	}
+	axisY := float64(n*(barHeight+barGap)) + 16
+	c.Labels = append(c.Labels,
+		label{X: chartLabelW, Y: axisY, Text: "0%", Class: "muted"},
+		label{X: chartLabelW + barW, Y: axisY, Text: "100% of judged requests", Anchor: "end", Class: "muted"})
+	return c
+}
+
+// timelineChart draws each interval's requests as a column: allowed,
+// then refused, would-be-refused and too early stacked on it.
+func timelineChart(rep *Report) chart {
+	const height, top, bottom, left = 220, 12, 36, 56
+	c := chart{Width: chartWidth, Height: height}
+	buckets := rep.Timeline.Buckets
+	var peak int64
+	for _, b := range buckets {
+		peak = max(peak, b.Requests)
+	}
+	plotW, plotH := float64(chartWidth-left-8), float64(height-top-bottom)
+	base := float64(height - bottom)
+	c.Lines = append(c.Lines, line{left, base, float64(chartWidth - 8), base}, line{left, top, left, base})
+	c.Labels = append(c.Labels,
+		label{X: left - 6, Y: top + 8, Text: number(peak), Anchor: "end", Class: "muted"},
+		label{X: left - 6, Y: base, Text: "0", Anchor: "end", Class: "muted"})
+	if len(buckets) == 0 || peak == 0 {
+		c.Labels = append(c.Labels, label{X: left + plotW/2, Y: top + plotH/2, Text: "no records", Anchor: "middle", Class: "muted"})
+		return c
+	}
+	slot := plotW / float64(len(buckets))
+	w := math.Max(slot*0.8, 1)
+	for i, b := range buckets {
+		x := left + float64(i)*slot + (slot-w)/2
+		y := base
+		when := formatTime(b.Start)
+		for _, part := range []struct {
+			n     int64
+			class string
+			what  string
+		}{{b.Allowed - b.TooEarly - b.WouldBeTooEarly, "allowed", "allowed"}, {b.TooEarly + b.WouldBeTooEarly, "early", "too early (429, or would be)"},
+			{b.Refused, "refused", "refused"}, {b.WouldBeRefused, "would", "would be refused"},
+			{b.DeniedDestination + b.Errors, "error", "denied destination or without a verdict"}} {
+			if part.n <= 0 {
+				continue
+			}
+			h := plotH * float64(part.n) / float64(peak)
+			y -= h
+			c.Rects = append(c.Rects, rect{X: x, Y: y, W: w, H: h, Class: part.class,
+				Title: fmt.Sprintf("%s (+%s): %s %s", when, rep.Timeline.Interval, number(part.n), part.what)})
+		}
+	}
+	for _, i := range []int{0, len(buckets) / 2, len(buckets) - 1} {
+		anchor := "middle"
+		switch i {
+		case 0:
+			anchor = "start"
+		case len(buckets) - 1:
+			anchor = "end"
+		}
+		x := left + float64(i)*slot + slot/2
+		if anchor == "start" {
+			x = left
+		} else if anchor == "end" {
+			x = float64(chartWidth - 8)
+		}
+		c.Labels = append(c.Labels, label{X: x, Y: base + 16, Text: formatTime(buckets[i].Start), Anchor: anchor, Class: "muted"})
+	}
+	c.Labels = append(c.Labels, label{X: left + plotW/2, Y: base + 32, Text: "per " + rep.Timeline.Interval, Anchor: "middle", Class: "muted"})
+	return c
+}
+
+// rulesChart draws the most refused rules as bars.
+func rulesChart(rep *Report) chart {
+	n := min(len(rep.TopRules), chartEntries)
+	c := chart{Width: chartWidth, Height: max(n, 1)*(barHeight+barGap) + 8}
+	if n == 0 {
+		c.Labels = append(c.Labels, label{X: chartWidth / 2, Y: barHeight, Text: "no refusals", Anchor: "middle", Class: "muted"})
+		return c
+	}
+	peak := rep.TopRules[0].Refused
+	barW := float64(chartWidth - chartLabelW - chartValueW)
+	for i := range n {
+		r := &rep.TopRules[i]
+		y := float64(i*(barHeight+barGap)) + 4
+		name := r.Rule
+		if r.Line != 0 {
+			name += " (line " + strconv.Itoa(r.Line) + ")"
+		}
+		c.Labels = append(c.Labels, label{X: chartLabelW - 8, Y: y + barHeight - 5, Text: shorten(name, 30), Anchor: "end"})
+		w := math.Max(barW*float64(r.Refused)/float64(peak), 1)
+		c.Rects = append(c.Rects, rect{X: chartLabelW, Y: y, W: w, H: barHeight, Class: "refused",
+			Title: fmt.Sprintf("%s %s, group %s: %s refused", r.Origin, name, r.Group, number(r.Refused))})
+		c.Labels = append(c.Labels, label{X: chartLabelW + w + 6, Y: y + barHeight - 5, Text: number(r.Refused)})
+	}
+	return c
+}
+
+// shorten cuts a label to limit runes, safe to show.
+func shorten(s string, limit int) string { return clean(s, limit) }

@@ -1,0 +1,219 @@
+// Package report reads robotsgate's audit log and sums it up for an
+// auditor: which crawlers came, how often each tried to fetch what
+// robots.txt forbids, on which origins and rules, when robots.txt failed,
+// and which crawlers named themselves other than they are.
+//
+// A [Reader] streams any number of log files (plain or gzip) in memory
+// bounded by the number of distinct crawlers and origins: the top rules
+// and paths are kept in Space-Saving sketches and the timeline in at most
+// a few thousand buckets, whatever the log's length. [Report] is the
+// result; it renders as aligned text, one JSON document or one
+// self-contained HTML page.
+package report
+
+import "time"
+
+// Report is what a log says. Its JSON names are the report's public
+// format (README.md, "Auditing crawlers").
+type Report struct {
+	Generated time.Time `json:"generated"`
+	Filter    Filter    `json:"filter"`
+	Sources   []Source  `json:"sources"`
+	// From and To are the times of the first and last record counted;
+	// zero when none was.
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Records were counted; FilteredOut were well formed but outside
+	// the filter.
+	Records     int64 `json:"records"`
+	FilteredOut int64 `json:"filtered_out"`
+	// Malformed lines are neither JSON audit records nor blank; the first
+	// few are listed.
+	Malformed int64      `json:"malformed"`
+	Problems  []LineNote `json:"malformed_lines"`
+	Totals    Counts     `json:"totals"`
+	// Crawlers come busiest first, then by name; Origins likewise.
+	Crawlers []Crawler `json:"crawlers"`
+	Origins  []Origin  `json:"origins"`
+	// TopRules and TopPaths are the refusals (enforced or would-be)
+	// counted most, by rule and by URL.
+	TopRules []RuleCount `json:"top_rules"`
+	TopPaths []PathCount `json:"top_paths"`
+	Timeline Timeline    `json:"timeline"`
+}
+
+// Filter is which records count. Zero fields let every record through.
+type Filter struct {
+	// Since is inclusive, Until exclusive.
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
+	// Tokens match a record's token or credential, case aside.
+	Tokens []string `json:"tokens,omitempty"`
+	// Origins match a record's origin ("https://example.com:8443") or
+	// its host ("example.com", "example.com:8443").
+	Origins []string `json:"origins,omitempty"`
+}
+
+// Source is one log read.
+type Source struct {
+	Name  string `json:"name"` // the file, "-" for standard input
+	Lines int64  `json:"lines"`
+	Gzip  bool   `json:"gzip,omitempty"`
+	// Truncated says the last line had no line break and did not parse:
+	// a record being written, not counted and not malformed.
+	Truncated bool `json:"truncated,omitempty"`
+	// Error says why the source could not be read to its end; what was
+	// read before counts.
+	Error string `json:"error,omitempty"`
+}
+
+// LineNote is a line that could not be read as a record.
+type LineNote struct {
+	Source string `json:"source"`
+	Line   int64  `json:"line"`
+	Error  string `json:"error"`
+}
+
+// Counts sums up records. Every record is a request; its robots.txt
+// verdict makes it allowed, refused or would-be-refused, or an error
+// when no verdict was reached.
+type Counts struct {
+	Requests int64 `json:"requests"`
+	// Allowed: robots.txt allowed it (whether or not pacing then held it
+	// back).
+	Allowed int64 `json:"allowed"`
+	// Refused: robots.txt disallowed it and the proxy answered 403
+	// (enforce mode).
+	Refused int64 `json:"refused"`
+	// WouldBeRefused: robots.txt disallowed it and the proxy forwarded it
+	// anyway (audit mode).
+	WouldBeRefused int64 `json:"would_be_refused"`
+	// Compliance is Allowed / (Allowed + Refused + WouldBeRefused): the
+	// share of judged requests robots.txt allowed. Absent when none was
+	// judged.
+	Compliance *float64 `json:"compliance,omitempty"`
+	// Delayed were held until their Crawl-delay slot (wait mode).
+	Delayed int64 `json:"delayed"`
+	// TooEarly were answered 429 for coming before their Crawl-delay
+	// slot or past the origin's connection bound; WouldBeTooEarly were
+	// forwarded anyway (pacing in audit mode).
+	TooEarly        int64 `json:"too_early"`
+	WouldBeTooEarly int64 `json:"would_be_too_early"`
+	// DeniedDestination were refused by ROBOTSGATE_DENY_DESTINATIONS, not
+	// by robots.txt; they count in neither Refused nor Compliance.
+	DeniedDestination int64 `json:"denied_destination"`
+	// Errors reached no verdict: a malformed request, 407, 421, 503.
+	Errors int64 `json:"errors"`
+	// Bytes of response bodies relayed from origins.
+	Bytes     int64     `json:"bytes"`
+	FirstSeen time.Time `json:"first_seen,omitzero"`
+	LastSeen  time.Time `json:"last_seen,omitzero"`
+}
+
+// Crawler is one identity: a proxy credential when the client gave one,
+// else the product token judged.
+type Crawler struct {
+	Name string `json:"name"` // "" is the token of clients with none: only "*" groups applied
+	By   string `json:"by"`   // "credential" or "token"
+	Counts
+	Origins int `json:"origins"` // distinct origins requested
+	// Tokens are the product tokens judged under a credential (absent for
+	// a token crawler: its name is its token).
+	Tokens []Seen `json:"tokens,omitempty"`
+	// UserAgents are the User-Agent strings seen, most used first.
+	UserAgents []Seen `json:"user_agents"`
+	// UAMismatches counts requests whose User-Agent named another token
+	// than the one judged (a credential's or ROBOTSGATE_TOKEN);
+	// ClaimedTokens are the tokens those User-Agents named.
+	UAMismatches  int64  `json:"ua_mismatches"`
+	ClaimedTokens []Seen `json:"claimed_tokens,omitempty"`
+}
+
+// Seen is a value and how many records carried it. A list of them is a
+// bounded sketch: when it had to forget values, Count may exceed the
+// truth by at most Overcount and rare values may be missing.
+type Seen struct {
+	Value     string `json:"value"`
+	Count     int64  `json:"count"`
+	Overcount int64  `json:"overcount,omitempty"`
+}
+
+// Origin is one site, as the robots.txt that applies to it.
+type Origin struct {
+	Origin string `json:"origin"`
+	Counts
+	Crawlers int `json:"crawlers"` // distinct crawlers
+	// Robots counts requests by how robots.txt was had for them.
+	Robots RobotsOutcomes `json:"robots"`
+	// Incidents are the spans, in log order, when robots.txt was not
+	// fetched fine; the latest few are kept and IncidentsOmitted says how
+	// many earlier ones were not.
+	Incidents        []Incident `json:"robots_incidents"`
+	IncidentsOmitted int64      `json:"robots_incidents_omitted,omitempty"`
+}
+
+// RobotsOutcomes counts requests by robots.txt outcome.
+type RobotsOutcomes struct {
+	OK int64 `json:"ok"`
+	// Unavailable: a 4xx answer; no restrictions applied.
+	Unavailable int64 `json:"unavailable"`
+	// Restricted: 401 or 403 read as complete disallow
+	// (ROBOTSGATE_ROBOTS_AUTH_DISALLOW).
+	Restricted int64 `json:"restricted"`
+	// Unreachable: 5xx, 429 or a network error with no copy to fall back
+	// on: complete disallow.
+	Unreachable int64 `json:"unreachable"`
+	// Stale: unreachable, and the last good copy was obeyed.
+	Stale int64 `json:"stale"`
+}
+
+// Incident is a span of requests that met one robots.txt outcome other
+// than ok, without an ok request between them.
+type Incident struct {
+	Outcome  string    `json:"outcome"` // unavailable, restricted, unreachable or stale
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	Requests int64     `json:"requests"`
+	Status   int       `json:"robots_status,omitempty"` // the last HTTP status seen, if any
+}
+
+// RuleCount is a rule that refused requests.
+type RuleCount struct {
+	Origin string `json:"origin"`
+	Group  string `json:"group"`
+	// Rule is the pattern as written, or the reason when no rule decided
+	// ("robots.txt 503: complete disallow").
+	Rule      string `json:"rule"`
+	Line      int    `json:"line,omitempty"`
+	Refused   int64  `json:"refused"` // refused and would-be-refused
+	Overcount int64  `json:"overcount,omitempty"`
+}
+
+// PathCount is a URL that was refused.
+type PathCount struct {
+	URL       string `json:"url"`
+	Refused   int64  `json:"refused"` // refused and would-be-refused
+	Overcount int64  `json:"overcount,omitempty"`
+}
+
+// Timeline is the log over time, in equal intervals chosen from its span.
+type Timeline struct {
+	// Interval is the length of a bucket in words ("10s", "5m", "1h",
+	// "1d"), IntervalSeconds in seconds.
+	Interval        string   `json:"interval"`
+	IntervalSeconds int64    `json:"interval_seconds"`
+	Buckets         []Bucket `json:"buckets"`
+}
+
+// Bucket is one interval of the timeline, from Start.
+type Bucket struct {
+	Start             time.Time `json:"start"`
+	Requests          int64     `json:"requests"`
+	Allowed           int64     `json:"allowed"`
+	Refused           int64     `json:"refused"`
+	WouldBeRefused    int64     `json:"would_be_refused"`
+	TooEarly          int64     `json:"too_early"`
+	WouldBeTooEarly   int64     `json:"would_be_too_early"`
+	DeniedDestination int64     `json:"denied_destination"`
+	Errors            int64     `json:"errors"`
+}

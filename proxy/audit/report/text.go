@@ -1,0 +1,339 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// WriteJSON writes the report as one indented JSON document.
+func WriteJSON(w io.Writer, rep *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return fmt.Errorf("write JSON report: %w", err)
+	}
+	return nil
+}
+
+// timeLayout is how times read in text and HTML, always in UTC.
+const timeLayout = "2006-01-02 15:04:05Z"
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// WriteText writes the report as aligned columns for a terminal.
+func WriteText(w io.Writer, rep *Report) error {
+	tw := &textWriter{w: w}
+	tw.summary(rep)
+	tw.crawlers(rep)
+	tw.origins(rep)
+	tw.rules(rep)
+	tw.timeline(rep)
+	if tw.err != nil {
+		return fmt.Errorf("write text report: %w", tw.err)
+	}
+	return nil
+}
+
+type textWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (t *textWriter) printf(format string, args ...any) {
+	if t.err == nil {
+		_, t.err = fmt.Fprintf(t.w, format, args...)
+	}
+}
+
+// table writes a titled table; rows are cells, already made safe.
+func (t *textWriter) table(title string, header []string, rows [][]string) {
+	t.printf("\n%s\n", title)
+	if len(rows) == 0 {
+		t.printf("  (none)\n")
+		return
+	}
+	if t.err != nil {
+		return
+	}
+	tw := tabwriter.NewWriter(t.w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	line := func(cells []string) {
+		// The last column is text (a URL, a reason): left aligned, so it
+		// goes after the final tab, outside the right-aligned cells.
+		fmt.Fprint(tw, "  ")
+		for i, c := range cells {
+			if i == len(cells)-1 {
+				fmt.Fprintf(tw, " %s\n", c)
+			} else {
+				fmt.Fprintf(tw, "%s\t", c)
+			}
+		}
+	}
+	line(header)
+	for _, r := range rows {
+		line(r)
+	}
+	t.err = tw.Flush()
+}
+
+func (t *textWriter) summary(rep *Report) {
+	t.printf("robotsgate compliance report (times in UTC)\n")
+	for _, s := range rep.Sources {
+		note := ""
+		if s.Gzip {
+			note += ", gzip"
+		}
+		if s.Truncated {
+			note += ", last line cut (being written)"
+		}
+		if s.Error != "" {
+			note += ", NOT READ TO ITS END: " + clean(s.Error, 200)
+		}
+		t.printf("Log:        %s (%s lines%s)\n", clean(s.Name, 200), number(s.Lines), note)
+	}
+	if f := describeFilter(rep.Filter); f != "" {
+		t.printf("Filter:     %s\n", f)
+	}
+	t.printf("Span:       %s to %s\n", formatTime(rep.From), formatTime(rep.To))
+	t.printf("Records:    %s counted, %s outside the filter, %s malformed\n",
+		number(rep.Records), number(rep.FilteredOut), number(rep.Malformed))
+	for _, p := range rep.Problems {
+		t.printf("            %s:%d: %s\n", clean(p.Source, 200), p.Line, clean(p.Error, 200))
+	}
+	if extra := rep.Malformed - int64(len(rep.Problems)); extra > 0 {
+		t.printf("            ... and %s more\n", number(extra))
+	}
+	c := rep.Totals
+	t.printf("Requests:   %s: %s allowed, %s refused, %s would be refused (audit mode); compliance %s\n",
+		number(c.Requests), number(c.Allowed), number(c.Refused), number(c.WouldBeRefused), percent(c.Compliance))
+	t.printf("Pacing:     %s delayed, %s too early (429), %s would be too early (audit mode)\n",
+		number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly))
+	t.printf("Other:      %s refused by ROBOTSGATE_DENY_DESTINATIONS, %s without a verdict; %s relayed\n",
+		number(c.DeniedDestination), number(c.Errors), bytesWords(c.Bytes))
+	t.printf("Seen:       %s crawlers, %s origins\n", number(int64(len(rep.Crawlers))), number(int64(len(rep.Origins))))
+}
+
+func describeFilter(f Filter) string {
+	var parts []string
+	if !f.Since.IsZero() {
+		parts = append(parts, "since "+formatTime(f.Since))
+	}
+	if !f.Until.IsZero() {
+		parts = append(parts, "until "+formatTime(f.Until))
+	}
+	if len(f.Tokens) > 0 {
+		parts = append(parts, "token "+clean(strings.Join(f.Tokens, ", "), 200))
+	}
+	if len(f.Origins) > 0 {
+		parts = append(parts, "origin "+clean(strings.Join(f.Origins, ", "), 200))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// countCells are the columns every crawler and origin row has.
+var countHeader = []string{"REQUESTS", "ALLOWED", "REFUSED", "WOULD-BE", "COMPLIANCE", "DELAYED", "429", "WOULD-429", "BYTES"}
+
+func countCells(c *Counts) []string {
+	return []string{
+		number(c.Requests), number(c.Allowed), number(c.Refused), number(c.WouldBeRefused), percent(c.Compliance),
+		number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly), bytesWords(c.Bytes),
+	}
+}
+
+func (t *textWriter) crawlers(rep *Report) {
+	header := append(append([]string{"BY"}, countHeader...), "ORIGINS", "UA-MISMATCH", "FIRST SEEN", "LAST SEEN", "CRAWLER")
+	var rows, agents [][]string
+	var liars [][]string
+	for i := range rep.Crawlers {
+		c := &rep.Crawlers[i]
+		name := crawlerName(c)
+		row := append(append([]string{c.By}, countCells(&c.Counts)...),
+			number(int64(c.Origins)), number(c.UAMismatches), formatTime(c.FirstSeen), formatTime(c.LastSeen), name)
+		rows = append(rows, row)
+		for _, ua := range c.UserAgents {
+			agents = append(agents, []string{number(ua.Count) + approx(ua.Overcount), name, quoted(ua.Value)})
+		}
+		if c.UAMismatches > 0 {
+			var claimed []string
+			for _, s := range c.ClaimedTokens {
+				claimed = append(claimed, quoted(s.Value)+" ×"+number(s.Count))
+			}
+			liars = append(liars, []string{number(c.UAMismatches), name, strings.Join(claimed, ", ")})
+		}
+	}
+	t.table("CRAWLERS (by credential when there is one, else by product token)", header, rows)
+	t.table("USER-AGENTS SEEN", []string{"REQUESTS", "CRAWLER", "USER-AGENT"}, agents)
+	t.table("USER-AGENT MISMATCHES (the User-Agent names another token than the one judged)",
+		[]string{"REQUESTS", "CRAWLER", "USER-AGENT CLAIMED"}, liars)
+}
+
+// crawlerName is how a crawler is shown: its credential or token, and
+// "(no token)" for clients whose User-Agent gave none.
+func crawlerName(c *Crawler) string {
+	if c.Name == "" {
+		return "(no token)"
+	}
+	return clean(c.Name, 100)
+}
+
+func (t *textWriter) origins(rep *Report) {
+	header := append(append([]string{}, countHeader...), "CRAWLERS", "ROBOTS OK", "4XX", "RESTRICTED", "UNREACHABLE", "STALE", "ORIGIN")
+	var rows, incidents [][]string
+	for i := range rep.Origins {
+		o := &rep.Origins[i]
+		r := o.Robots
+		rows = append(rows, append(append([]string{}, countCells(&o.Counts)...), number(int64(o.Crawlers)),
+			number(r.OK), number(r.Unavailable), number(r.Restricted), number(r.Unreachable), number(r.Stale), clean(o.Origin, 200)))
+		for _, in := range o.Incidents {
+			status := "-"
+			if in.Status != 0 {
+				status = strconv.Itoa(in.Status)
+			}
+			incidents = append(incidents, []string{in.Outcome, status, formatTime(in.From), formatTime(in.To), number(in.Requests), clean(o.Origin, 200)})
+		}
+		if o.IncidentsOmitted > 0 {
+			incidents = append(incidents, []string{"...", "", "", "", number(o.IncidentsOmitted) + " earlier", clean(o.Origin, 200)})
+		}
+	}
+	t.table("ORIGINS", header, rows)
+	t.table("ROBOTS.TXT INCIDENTS (spans when robots.txt was not fetched fine)",
+		[]string{"OUTCOME", "STATUS", "FROM", "TO", "REQUESTS", "ORIGIN"}, incidents)
+}
+
+func (t *textWriter) rules(rep *Report) {
+	var rules, paths [][]string
+	for _, r := range rep.TopRules {
+		line := "-"
+		if r.Line != 0 {
+			line = strconv.Itoa(r.Line)
+		}
+		group := r.Group
+		if group == "" {
+			group = "-"
+		}
+		rules = append(rules, []string{number(r.Refused) + approx(r.Overcount), clean(r.Origin, 100), clean(group, 60), line, clean(r.Rule, 200)})
+	}
+	for _, p := range rep.TopPaths {
+		paths = append(paths, []string{number(p.Refused) + approx(p.Overcount), clean(p.URL, 300)})
+	}
+	t.table("TOP REFUSED RULES (refused and would-be-refused)", []string{"REFUSED", "ORIGIN", "GROUP", "LINE", "RULE"}, rules)
+	t.table("TOP REFUSED URLS", []string{"REFUSED", "URL"}, paths)
+}
+
+func (t *textWriter) timeline(rep *Report) {
+	var peak int64
+	for _, b := range rep.Timeline.Buckets {
+		peak = max(peak, b.Requests)
+	}
+	var rows [][]string
+	for _, b := range rep.Timeline.Buckets {
+		rows = append(rows, []string{formatTime(b.Start), number(b.Requests), number(b.Allowed), number(b.Refused),
+			number(b.WouldBeRefused), number(b.TooEarly), number(b.WouldBeTooEarly), number(b.Errors), bar(b, peak)})
+	}
+	t.table("TIMELINE (per "+rep.Timeline.Interval+"; bar: # allowed, x refused or would be)",
+		[]string{"FROM", "REQUESTS", "ALLOWED", "REFUSED", "WOULD-BE", "429", "WOULD-429", "ERRORS", ""}, rows)
+}
+
+// bar draws a bucket 40 characters wide at the peak.
+func bar(b Bucket, peak int64) string {
+	const width = 40
+	if peak == 0 {
+		return ""
+	}
+	refused := int((b.Refused + b.WouldBeRefused) * width / peak)
+	allowed := int(b.Allowed * width / peak)
+	return strings.Repeat("#", allowed) + strings.Repeat("x", refused)
+}
+
+// number writes n with thousands separators.
+func number(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if n < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func percent(rate *float64) string {
+	if rate == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*rate*100, 'f', 1, 64) + "%"
+}
+
+func approx(overcount int64) string {
+	if overcount == 0 {
+		return ""
+	}
+	return " (±" + number(overcount) + ")"
+}
+
+func bytesWords(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + "KMGTP"[exp:exp+1] + "iB"
+}
+
+// quoted writes a value a crawler chose, in quotes, so that its spaces
+// and its emptiness show.
+func quoted(s string) string { return `"` + clean(s, 200) + `"` }
+
+// clean makes a value from the log safe to print on a terminal: control
+// characters (escape sequences, tabs that would break the columns, line
+// breaks) and bidirectional overrides become U+FFFD, and it is cut at max
+// runes.
+func clean(s string, limit int) string {
+	safe := true
+	for _, r := range s {
+		if unsafeRune(r) {
+			safe = false
+			break
+		}
+	}
+	if safe && utf8.RuneCountInString(s) <= limit {
+		return s
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == limit {
+			b.WriteString("…")
+			break
+		}
+		if unsafeRune(r) {
+			r = utf8.RuneError
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == utf8.RuneError
+}
