@@ -52,6 +52,9 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		RulesChart       chart
 		Filter           string
 		MalformedOmitted int64
+		UserAgents       []crawlerValue
+		Mismatched       []*Crawler
+		Incidents        []originIncident
 	}{
 		Report:           rep,
 		Style:            template.CSS(pageStyle),
@@ -63,10 +66,42 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		Filter:           describeFilter(rep.Filter),
 		MalformedOmitted: rep.Malformed - int64(len(rep.Problems)),
 	}
+	for i := range rep.Crawlers {
+		c := &rep.Crawlers[i]
+		for _, ua := range c.UserAgents {
+			view.UserAgents = append(view.UserAgents, crawlerValue{c, ua})
+		}
+		if c.UAMismatches > 0 {
+			view.Mismatched = append(view.Mismatched, c)
+		}
+	}
+	for i := range rep.Origins {
+		o := &rep.Origins[i]
+		for _, in := range o.Incidents {
+			view.Incidents = append(view.Incidents, originIncident{Origin: o.Origin, Incident: in})
+		}
+		if o.IncidentsOmitted > 0 {
+			view.Incidents = append(view.Incidents, originIncident{Origin: o.Origin, Omitted: o.IncidentsOmitted})
+		}
+	}
 	if err := tmpl.Execute(w, view); err != nil {
 		return fmt.Errorf("write HTML report: %w", err)
 	}
 	return nil
+}
+
+// crawlerValue is a row of the User-Agents table.
+type crawlerValue struct {
+	Crawler *Crawler
+	Seen
+}
+
+// originIncident is a row of the incidents table: an incident, or how
+// many earlier ones were not kept.
+type originIncident struct {
+	Origin string
+	Incident
+	Omitted int64
 }
 
 // dict passes several values to a sub-template.
