@@ -1,8 +1,12 @@
 package integration
 
 import (
+	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -43,7 +47,8 @@ func TestAuditLogReopenOnSIGHUP(t *testing.T) {
 
 // TestAuditLogRotatedByLogrotate has the real logrotate rotate the audit
 // log while clients keep crawling, with the configuration README.md
-// gives: create mode, and kill -HUP in postrotate.
+// gives (create mode, kill -HUP in postrotate, delaycompress), for this
+// proxy's log and pid.
 func TestAuditLogRotatedByLogrotate(t *testing.T) {
 	t.Parallel()
 	logrotate, err := exec.LookPath("logrotate")
@@ -53,20 +58,25 @@ func TestAuditLogRotatedByLogrotate(t *testing.T) {
 			t.Skip("logrotate is not installed (.ci/run installs it)")
 		}
 	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const readmePath, readmeKill = "/var/log/robotsgate/audit.log", `kill -HUP "$(pidof robotsgate)"`
+	_, snippet, _ := strings.Cut(string(readme), "\n"+readmePath+" {\n")
+	snippet, _, ok := strings.Cut(snippet, "\n}\n")
+	if !ok || !strings.Contains(snippet, readmeKill) {
+		t.Fatalf("README.md has no logrotate configuration for %s that runs %s", readmePath, readmeKill)
+	}
 	dir := t.TempDir()
 	testAuditRotation(t, func(t *testing.T, p *proxyProcess, round int) {
 		t.Helper()
 		conf := filepath.Join(dir, "robotsgate.logrotate")
+		// Its own pid, not pidof's: other tests run robotsgate too.
+		config := fmt.Sprintf("%q {\n%s\n}\n", p.auditLog,
+			strings.Replace(snippet, readmeKill, fmt.Sprintf("kill -HUP %d", p.cmd.Process.Pid), 1))
 		// Mode 0644: logrotate ignores a configuration others may write.
-		if err := os.WriteFile(conf, fmt.Appendf(nil, `%q {
-	create
-	rotate %d
-	nocompress
-	postrotate
-		kill -HUP %d
-	endscript
-}
-`, p.auditLog, rotationRounds, p.cmd.Process.Pid), 0o644); err != nil {
+		if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
@@ -131,7 +141,7 @@ func testAuditRotation(t *testing.T, rotate rotator) {
 		})
 	}
 
-	waitForRecords(t, p)
+	waitForAudit(t, p, p.auditLog, "}\n") // a whole record
 	for round := 1; round <= rotationRounds; round++ {
 		rotate(t, p, round)
 		seen := 0
@@ -145,7 +155,7 @@ func testAuditRotation(t *testing.T, rotate rotator) {
 		}
 		// The file at the path now was opened by that SIGHUP (the old one
 		// was renamed away): whatever it holds came after it.
-		waitForRecords(t, p)
+		waitForAudit(t, p, p.auditLog, "}\n")
 	}
 	stopClients()
 	if code := p.stop(); code != 0 {
@@ -163,6 +173,9 @@ func testAuditRotation(t *testing.T, rotate rotator) {
 		file := p.auditLog
 		if n > 0 {
 			file = fmt.Sprintf("%s.%d", p.auditLog, n)
+		}
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			file = gunzip(t, file+".gz") // logrotate's compress
 		}
 		recs := readAudit(t, file)
 		if len(recs) == 0 {
@@ -193,18 +206,40 @@ func testAuditRotation(t *testing.T, rotate rotator) {
 	}
 }
 
-// waitForRecords waits until the file at p's audit log path holds a whole
-// record.
-func waitForRecords(t *testing.T, p *proxyProcess) {
+// gunzip decompresses a gzip file into a new file, and returns its path.
+func gunzip(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(path), ".gz"))
+	if err := os.WriteFile(out, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitForAudit waits until file, an audit log of p, holds want.
+func waitForAudit(t *testing.T, p *proxyProcess, file, want string) {
 	t.Helper()
 	deadline := time.Now().Add(requestTimeout)
 	for {
-		data, err := os.ReadFile(p.auditLog)
-		if err == nil && strings.Contains(string(data), "}\n") {
+		data, err := os.ReadFile(file)
+		if err == nil && strings.Contains(string(data), want) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no record reached %s within %v (read: %v)", p.auditLog, requestTimeout, err)
+			t.Fatalf("%s does not hold %q after %v (read: %v)", file, want, requestTimeout, err)
 		}
 		select {
 		case <-p.exited:
@@ -255,6 +290,9 @@ func TestAuditLogReopenFailure(t *testing.T) {
 		t.Errorf("the error says %v; want the path %s and why", rec, p.auditLog)
 	}
 	crawl("/kept")
+	// The record is written once the response is relayed, which the
+	// client may see end first.
+	waitForAudit(t, p, filepath.Join(dir+".old", "audit.log"), fmt.Sprintf(`"url":%q`, o.base()+"/kept"))
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
