@@ -229,24 +229,40 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	go reloadOnHangup(ctx, hangups, gate, log)
+	go reloadOnHangup(ctx, hangups, gate, auditLog, log)
 	return errors.Join(server.Run(ctx, ln, cfg.ShutdownGrace), auditLog.Close())
 }
 
-// reloadOnHangup re-reads the credentials file on each SIGHUP until ctx
-// ends; a file that does not load leaves the previous one in force (the
-// gate logs either outcome). SIGHUP never stops the proxy.
-func reloadOnHangup(ctx context.Context, hangups <-chan os.Signal, gate *identity.Gate, log *slog.Logger) {
+// reloadOnHangup, on each SIGHUP until ctx ends, re-reads the credentials
+// file and reopens the audit log file (logrotate's create mode), each
+// whatever became of the other. A credentials file that does not load
+// leaves the previous one in force (the gate logs either outcome); an
+// audit log that cannot be reopened is written on where it was. SIGHUP
+// never stops the proxy.
+func reloadOnHangup(ctx context.Context, hangups <-chan os.Signal, gate *identity.Gate, auditLog *audit.Writer, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hangups:
-			if gate.Mode() == identity.ModeOff {
-				log.Info("SIGHUP: no credentials file to reload")
-				continue
-			}
+		}
+		if ctx.Err() != nil {
+			return // stopping: the audit log is about to be closed
+		}
+		credentials, auditFile := gate.Mode() != identity.ModeOff, auditLog.Path()
+		if !credentials && auditFile == "" {
+			log.Info("SIGHUP: no credentials file to reload, and the audit log is standard output: nothing to do")
+			continue
+		}
+		if credentials {
 			gate.Reload()
+		}
+		if auditFile != "" {
+			if err := auditLog.Reopen(); err != nil {
+				log.Error("audit log not reopened", "path", auditFile, "err", err)
+			} else {
+				log.Info("reopened the audit log", "path", auditFile)
+			}
 		}
 	}
 }

@@ -96,7 +96,7 @@ type Config struct {
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info" desc:"Least severe log record written: debug, info, warn or error"`
 
 	// AuditLog is "-" for standard output or a file path, appended to.
-	AuditLog string `env:"AUDIT_LOG" envDefault:"-" desc:"Where the audit record of every decision goes: - for standard output, or a file path appended to"`
+	AuditLog string `env:"AUDIT_LOG" envDefault:"-" desc:"Where the audit record of every decision goes: - for standard output, or a file path appended to, reopened on SIGHUP"`
 
 	// FetchTimeout bounds one robots.txt fetch from start to end.
 	FetchTimeout time.Duration `env:"FETCH_TIMEOUT" envDefault:"5s" desc:"Overall time limit of one robots.txt fetch, at most 5m"`

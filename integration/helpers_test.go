@@ -169,7 +169,7 @@ func (p *proxyProcess) terminate() {
 }
 
 // hangUp sends SIGHUP, which makes robotsgate re-read its credentials
-// file.
+// file and reopen its audit log file.
 func (p *proxyProcess) hangUp() {
 	p.t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -484,12 +484,19 @@ func (p *proxyProcess) audit() []auditRecord {
 	default:
 		p.t.Fatal("audit read while robotsgate is running: stop it first so the log is complete")
 	}
-	data, err := os.ReadFile(p.auditLog)
+	return readAudit(p.t, p.auditLog)
+}
+
+// readAudit reads an audit log file, which must hold whole lines only:
+// one JSON object per line, each with every field that is never left out.
+func readAudit(t *testing.T, path string) []auditRecord {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
-		p.t.Fatalf("read the audit log: %v", err)
+		t.Fatalf("read the audit log: %v", err)
 	}
 	if len(data) > 0 && !bytes.HasSuffix(data, []byte("\n")) {
-		p.t.Errorf("the audit log ends in a partial line: %q", data[max(0, len(data)-200):])
+		t.Errorf("the audit log %s ends in a partial line: %q", path, data[max(0, len(data)-200):])
 	}
 	if len(data) == 0 {
 		return nil
@@ -498,14 +505,14 @@ func (p *proxyProcess) audit() []auditRecord {
 	for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
 		var rec auditRecord
 		if err := json.Unmarshal([]byte(line), &rec.raw); err != nil {
-			p.t.Fatalf("audit line %d is not a JSON object: %v\n%s", i+1, err, line)
+			t.Fatalf("%s line %d is not a JSON object: %v\n%s", path, i+1, err, line)
 		}
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			p.t.Fatalf("audit line %d has a field of the wrong type: %v\n%s", i+1, err, line)
+			t.Fatalf("%s line %d has a field of the wrong type: %v\n%s", path, i+1, err, line)
 		}
 		for _, f := range alwaysInAudit {
 			if _, ok := rec.raw[f]; !ok {
-				p.t.Errorf("audit line %d has no %q field: %s", i+1, f, line)
+				t.Errorf("%s line %d has no %q field: %s", path, i+1, f, line)
 			}
 		}
 		recs = append(recs, rec)

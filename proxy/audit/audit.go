@@ -8,9 +8,13 @@
 // within a bound, and written again every FlushInterval until the log works
 // again; [Writer.Healthy] tells the proxy, which refuses requests meanwhile
 // unless told to carry on.
+//
+// [Writer.Reopen] opens the file anew, for log rotation (logrotate's
+// create mode): every record lands whole in exactly one file.
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,6 +96,9 @@ const (
 // bounded buffer of a log that cannot be written.
 var ErrDropped = errors.New("audit record dropped: the log cannot be written and its buffer is full")
 
+// ErrClosed is returned by Write and Reopen once the Writer is closed.
+var ErrClosed = errors.New("audit log closed")
+
 // ErrStalled is the failure a Writer reports when its log takes records
 // more slowly than they come: half of MaxPending waits for it.
 var ErrStalled = errors.New("the audit log is not keeping up: records are waiting to be written")
@@ -115,13 +122,20 @@ type Writer struct {
 	closed  bool
 	dropped uint64
 
-	flushMu sync.Mutex // one flush at a time; guards spare and lastErr
+	flushMu sync.Mutex // one flush or Reopen at a time; guards spare, lastErr, sink, file and written
 	spare   []byte     // the buffer pending swaps with
 	lastErr error
 	sink    io.Writer
 	file    io.Closer // nil for standard output
+	// written is how much of pending's first record the sink already
+	// holds, after a short write: the rest goes to the same sink, or the
+	// whole record to a reopened one, so no record is split across files.
+	written int
 	failing atomic.Bool
 	watcher atomic.Pointer[func(error)]
+
+	path string // the file Reopen opens; "" for standard output
+	open func(path string) (io.WriteCloser, error)
 
 	// full asks the flush loop to write now: a request never writes to
 	// the sink itself, so a slow sink delays no request.
@@ -131,28 +145,50 @@ type Writer struct {
 }
 
 // Open opens the audit log: "-" is standard output, anything else a file
-// opened for appending (created with mode 0640).
+// opened for appending (created with mode 0640), which Reopen opens again.
 func Open(path string, opts Options) (*Writer, error) {
 	if path == "-" || path == "" {
 		return NewWriter(os.Stdout, nil, opts), nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	return openWith(path, openFile, opts)
+}
+
+// openWith is Open with the function that opens the file; tests give
+// theirs, to have a file misbehave.
+func openWith(path string, open func(string) (io.WriteCloser, error), opts Options) (*Writer, error) {
+	f, err := open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
-	return NewWriter(f, f, opts), nil
+	return newWriter(f, f, path, open, opts), nil
+}
+
+func openFile(path string) (io.WriteCloser, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 }
 
 // NewWriter writes records to w; closer, when not nil, is closed by Close.
+// Such a Writer has no file to reopen.
 func NewWriter(w io.Writer, closer io.Closer, opts Options) *Writer {
+	return newWriter(w, closer, "", nil, opts)
+}
+
+func newWriter(w io.Writer, closer io.Closer, path string, open func(string) (io.WriteCloser, error), opts Options) *Writer {
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending
 	}
-	aw := &Writer{opts: opts, sink: w, file: closer, full: make(chan struct{}, 1), done: make(chan struct{})}
+	aw := &Writer{
+		opts: opts, sink: w, file: closer, path: path, open: open,
+		full: make(chan struct{}, 1), done: make(chan struct{}),
+	}
 	aw.wg.Add(1)
 	go aw.flushLoop()
 	return aw
 }
+
+// Path is the file the log is written to, which Reopen opens again; ""
+// for standard output or a Writer from NewWriter.
+func (w *Writer) Path() string { return w.path }
 
 func (w *Writer) flushLoop() {
 	defer w.wg.Done()
@@ -184,7 +220,7 @@ func (w *Writer) Write(rec *Record) error {
 	switch {
 	case w.closed:
 		w.mu.Unlock()
-		return errors.New("audit log closed")
+		return ErrClosed
 	case len(w.pending)+len(line)+1 > w.opts.MaxPending:
 		w.dropped++
 		w.mu.Unlock()
@@ -234,11 +270,18 @@ func (w *Writer) Dropped() uint64 {
 	return w.dropped
 }
 
-// flush writes what is pending. What the sink refuses is kept, in front of
-// what arrived meanwhile, for the next attempt.
+// flush writes what is pending.
 func (w *Writer) flush() error {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
+	return w.flushLocked()
+}
+
+// flushLocked writes what is pending; the caller holds flushMu. What the
+// sink refuses is kept, in front of what arrived meanwhile, for the next
+// attempt: whole records, the first one's written bytes counted in
+// w.written rather than dropped, so that a reopened file gets it whole.
+func (w *Writer) flushLocked() error {
 	w.mu.Lock()
 	buf := w.pending
 	w.pending = w.spare[:0]
@@ -247,24 +290,67 @@ func (w *Writer) flush() error {
 		w.spare = buf
 		return w.lastErr
 	}
-	n, err := w.sink.Write(buf)
-	if err == nil && n < len(buf) {
+	n, err := w.sink.Write(buf[w.written:])
+	if err == nil && n < len(buf)-w.written {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
+		done := w.written + n
+		keep := bytes.LastIndexByte(buf[:done], '\n') + 1 // the records before it are in the sink
+		w.written = done - keep
 		w.mu.Lock()
-		rest := append(buf[:0], buf[n:]...)
+		rest := append(buf[:0], buf[keep:]...)
 		w.pending, w.spare = append(rest, w.pending...), w.pending[:0]
 		w.mu.Unlock()
 		w.lastErr = fmt.Errorf("write audit log: %w", err)
 		w.fail(w.lastErr)
 		return w.lastErr
 	}
-	w.spare, w.lastErr = buf[:0], nil
+	w.spare, w.lastErr, w.written = buf[:0], nil, 0
 	if w.failing.Swap(false) {
 		if notify := w.watcher.Load(); notify != nil {
 			(*notify)(nil)
 		}
+	}
+	return nil
+}
+
+// Reopen opens the log's file again by its path and writes on to the new
+// file, closing the one it replaces: after the file was renamed (log
+// rotation), new records go to a new file at the path. What is pending is
+// first written to the old file; a record the old file took only part of
+// is written whole to the new one (the old file then ends in a partial
+// line). If the path cannot be opened, the log carries on in the old file
+// and the error says why; a later Reopen may succeed, and no record is lost
+// either way.
+//
+// For standard output, or a Writer from NewWriter, Reopen does nothing and
+// returns nil. A closed Writer's returns ErrClosed.
+func (w *Writer) Reopen() error {
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	// Close marks the Writer closed before it takes flushMu: past this
+	// check, Close closes the file installed here.
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if closed {
+		return fmt.Errorf("reopen audit log: %w", ErrClosed)
+	}
+	if w.open == nil {
+		return nil
+	}
+	// An error here leaves the records pending, for the new file; the
+	// Writer reports its health itself.
+	_ = w.flushLocked()
+	f, err := w.open(w.path)
+	if err != nil {
+		return fmt.Errorf("reopen audit log: %w; still writing to the file opened before", err)
+	}
+	old := w.file
+	w.sink, w.file, w.written = f, f, 0
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("reopen audit log %s: closing the file it replaces: %w", w.path, err)
 	}
 	return nil
 }
@@ -282,14 +368,17 @@ func (w *Writer) Close() error {
 	close(w.done)
 	w.wg.Wait()
 
-	err := w.flush()
-	if dropped := w.Dropped(); dropped > 0 {
-		err = errors.Join(err, fmt.Errorf("%d audit records were dropped while the log could not be written", dropped))
-	}
+	// Under flushMu: a Reopen in progress may be replacing the file.
+	w.flushMu.Lock()
+	err := w.flushLocked()
 	if w.file != nil {
 		if cerr := w.file.Close(); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
+	}
+	w.flushMu.Unlock()
+	if dropped := w.Dropped(); dropped > 0 {
+		err = errors.Join(err, fmt.Errorf("%d audit records were dropped while the log could not be written", dropped))
 	}
 	if err != nil {
 		return fmt.Errorf("close audit log: %w", err)
