@@ -69,7 +69,7 @@ func sampleCrawl(t *testing.T) string {
 	for round := range rounds {
 		for _, v := range visits {
 			for _, path := range v.paths {
-				get(t, v.client, v.site.page(path), v.userAgent)
+				get(t, v.client, v.site.base()+path, v.userAgent)
 			}
 		}
 		if round < rounds-1 {
