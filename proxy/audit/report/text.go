@@ -57,8 +57,13 @@ func (t *textWriter) printf(format string, args ...any) {
 	}
 }
 
+// columns says how a table's first and last columns read: a name first
+// is left aligned, free text last (a URL, a reason, a User-Agent) follows
+// the others unaligned; every other cell is right aligned.
+type columns struct{ nameFirst, textLast bool }
+
 // table writes a titled table; rows are cells, already made safe.
-func (t *textWriter) table(title string, header []string, rows [][]string) {
+func (t *textWriter) table(title string, shape columns, header []string, rows [][]string) {
 	t.printf("\n%s\n", title)
 	if len(rows) == 0 {
 		t.printf("  (none)\n")
@@ -67,18 +72,26 @@ func (t *textWriter) table(title string, header []string, rows [][]string) {
 	if t.err != nil {
 		return
 	}
+	width := utf8.RuneCountInString(header[0])
+	for _, r := range rows {
+		width = max(width, utf8.RuneCountInString(r[0]))
+	}
 	tw := tabwriter.NewWriter(t.w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	line := func(cells []string) {
-		// The last column is text (a URL, a reason): left aligned, so it
-		// goes after the final tab, outside the right-aligned cells.
 		fmt.Fprint(tw, "  ")
 		for i, c := range cells {
-			if i == len(cells)-1 {
-				fmt.Fprintf(tw, " %s\n", c)
-			} else {
+			switch {
+			case i == 0 && shape.nameFirst:
+				// tabwriter aligns every cell right: padding the first
+				// to one width aligns it left.
+				fmt.Fprintf(tw, "%s%s\t", c, strings.Repeat(" ", width-utf8.RuneCountInString(c)))
+			case i == len(cells)-1 && shape.textLast:
+				fmt.Fprintf(tw, " %s", c)
+			default:
 				fmt.Fprintf(tw, "%s\t", c)
 			}
 		}
+		fmt.Fprint(tw, "\n")
 	}
 	line(header)
 	for _, r := range rows {
@@ -152,30 +165,30 @@ func countCells(c *Counts) []string {
 }
 
 func (t *textWriter) crawlers(rep *Report) {
-	header := append(append([]string{"BY"}, countHeader...), "ORIGINS", "UA-MISMATCH", "FIRST SEEN", "LAST SEEN", "CRAWLER")
+	header := append(append([]string{"CRAWLER", "BY"}, countHeader...), "ORIGINS", "UA-MISMATCH", "FIRST SEEN", "LAST SEEN")
 	var rows, agents [][]string
 	var liars [][]string
 	for i := range rep.Crawlers {
 		c := &rep.Crawlers[i]
 		name := crawlerName(c)
-		row := append(append([]string{c.By}, countCells(&c.Counts)...),
-			number(int64(c.Origins)), number(c.UAMismatches), formatTime(c.FirstSeen), formatTime(c.LastSeen), name)
+		row := append(append([]string{name, c.By}, countCells(&c.Counts)...),
+			number(int64(c.Origins)), number(c.UAMismatches), formatTime(c.FirstSeen), formatTime(c.LastSeen))
 		rows = append(rows, row)
 		for _, ua := range c.UserAgents {
-			agents = append(agents, []string{number(ua.Count) + approx(ua.Overcount), name, quoted(ua.Value)})
+			agents = append(agents, []string{name, number(ua.Count) + approx(ua.Overcount), quoted(ua.Value)})
 		}
 		if c.UAMismatches > 0 {
 			var claimed []string
 			for _, s := range c.ClaimedTokens {
 				claimed = append(claimed, quoted(s.Value)+" ×"+number(s.Count))
 			}
-			liars = append(liars, []string{number(c.UAMismatches), name, strings.Join(claimed, ", ")})
+			liars = append(liars, []string{name, number(c.UAMismatches), strings.Join(claimed, ", ")})
 		}
 	}
-	t.table("CRAWLERS (by credential when there is one, else by product token)", header, rows)
-	t.table("USER-AGENTS SEEN", []string{"REQUESTS", "CRAWLER", "USER-AGENT"}, agents)
-	t.table("USER-AGENT MISMATCHES (the User-Agent names another token than the one judged)",
-		[]string{"REQUESTS", "CRAWLER", "USER-AGENT CLAIMED"}, liars)
+	t.table("CRAWLERS (by credential when there is one, else by product token)", columns{nameFirst: true}, header, rows)
+	t.table("USER-AGENTS SEEN", columns{true, true}, []string{"CRAWLER", "REQUESTS", "USER-AGENT"}, agents)
+	t.table("USER-AGENT MISMATCHES (the User-Agent names another token than the one judged)", columns{true, true},
+		[]string{"CRAWLER", "REQUESTS", "TOKENS THE USER-AGENT CLAIMED"}, liars)
 }
 
 // crawlerName is how a crawler is shown: its credential or token, and
@@ -188,27 +201,27 @@ func crawlerName(c *Crawler) string {
 }
 
 func (t *textWriter) origins(rep *Report) {
-	header := append(append([]string{}, countHeader...), "CRAWLERS", "ROBOTS OK", "4XX", "RESTRICTED", "UNREACHABLE", "STALE", "ORIGIN")
+	header := append(append([]string{"ORIGIN"}, countHeader...), "CRAWLERS", "ROBOTS OK", "4XX", "RESTRICTED", "UNREACHABLE", "STALE")
 	var rows, incidents [][]string
 	for i := range rep.Origins {
 		o := &rep.Origins[i]
 		r := o.Robots
-		rows = append(rows, append(append([]string{}, countCells(&o.Counts)...), number(int64(o.Crawlers)),
-			number(r.OK), number(r.Unavailable), number(r.Restricted), number(r.Unreachable), number(r.Stale), clean(o.Origin, 200)))
+		rows = append(rows, append(append([]string{clean(o.Origin, 200)}, countCells(&o.Counts)...), number(int64(o.Crawlers)),
+			number(r.OK), number(r.Unavailable), number(r.Restricted), number(r.Unreachable), number(r.Stale)))
 		for _, in := range o.Incidents {
 			status := "-"
 			if in.Status != 0 {
 				status = strconv.Itoa(in.Status)
 			}
-			incidents = append(incidents, []string{in.Outcome, status, formatTime(in.From), formatTime(in.To), number(in.Requests), clean(o.Origin, 200)})
+			incidents = append(incidents, []string{clean(o.Origin, 200), in.Outcome, status, formatTime(in.From), formatTime(in.To), number(in.Requests)})
 		}
 		if o.IncidentsOmitted > 0 {
-			incidents = append(incidents, []string{"...", "", "", "", number(o.IncidentsOmitted) + " earlier", clean(o.Origin, 200)})
+			incidents = append(incidents, []string{clean(o.Origin, 200), "...", "", "", "", number(o.IncidentsOmitted) + " earlier"})
 		}
 	}
-	t.table("ORIGINS", header, rows)
-	t.table("ROBOTS.TXT INCIDENTS (spans when robots.txt was not fetched fine)",
-		[]string{"OUTCOME", "STATUS", "FROM", "TO", "REQUESTS", "ORIGIN"}, incidents)
+	t.table("ORIGINS", columns{nameFirst: true}, header, rows)
+	t.table("ROBOTS.TXT INCIDENTS (spans when robots.txt was not fetched fine)", columns{nameFirst: true},
+		[]string{"ORIGIN", "OUTCOME", "STATUS", "FROM", "TO", "REQUESTS"}, incidents)
 }
 
 func (t *textWriter) rules(rep *Report) {
@@ -227,8 +240,8 @@ func (t *textWriter) rules(rep *Report) {
 	for _, p := range rep.TopPaths {
 		paths = append(paths, []string{number(p.Refused) + approx(p.Overcount), clean(p.URL, 300)})
 	}
-	t.table("TOP REFUSED RULES (refused and would-be-refused)", []string{"REFUSED", "ORIGIN", "GROUP", "LINE", "RULE"}, rules)
-	t.table("TOP REFUSED URLS", []string{"REFUSED", "URL"}, paths)
+	t.table("TOP REFUSED RULES (refused and would-be-refused)", columns{textLast: true}, []string{"REFUSED", "ORIGIN", "GROUP", "LINE", "RULE"}, rules)
+	t.table("TOP REFUSED URLS", columns{textLast: true}, []string{"REFUSED", "URL"}, paths)
 }
 
 func (t *textWriter) timeline(rep *Report) {
@@ -241,7 +254,7 @@ func (t *textWriter) timeline(rep *Report) {
 		rows = append(rows, []string{formatTime(b.Start), number(b.Requests), number(b.Allowed), number(b.Refused),
 			number(b.WouldBeRefused), number(b.TooEarly), number(b.WouldBeTooEarly), number(b.Errors), bar(b, peak)})
 	}
-	t.table("TIMELINE (per "+rep.Timeline.Interval+"; bar: # allowed, x refused or would be)",
+	t.table("TIMELINE (per "+rep.Timeline.Interval+"; bar: # allowed, x refused or would be)", columns{textLast: true},
 		[]string{"FROM", "REQUESTS", "ALLOWED", "REFUSED", "WOULD-BE", "429", "WOULD-429", "ERRORS", ""}, rows)
 }
 
