@@ -23,6 +23,18 @@ const (
 	maxIncidents = 20
 	// maxProblems is how many malformed lines are listed.
 	maxProblems = 10
+	// maxCrawlers and maxOrigins bound the crawlers and origins counted
+	// one by one: a bot rotating its User-Agent, or crawling a wildcard
+	// domain, makes a new one per request. Those seen past the bound are
+	// counted together, as one "others" row.
+	maxCrawlers = 10_000
+	maxOrigins  = 200_000
+)
+
+// Names of the rows that count together what is past the bounds.
+const (
+	OtherCrawlers = "(other crawlers)"
+	OtherOrigins  = "(other origins)"
 )
 
 // record is the part of an audit record a report reads.
@@ -148,6 +160,7 @@ func (c *Counts) finish() {
 type crawlerKey struct {
 	byCredential bool
 	name         string
+	others       bool // the row of crawlers past maxCrawlers
 }
 
 type crawlerStats struct {
@@ -165,6 +178,7 @@ type crawlerStats struct {
 type originStats struct {
 	id        int
 	origin    string
+	others    bool // the row of origins past maxOrigins
 	counts    Counts
 	crawlers  int
 	robots    RobotsOutcomes
@@ -267,12 +281,18 @@ func (a *aggregate) crawler(r *record) *crawlerStats {
 	if c, ok := a.crawlers[key]; ok {
 		return c
 	}
+	if len(a.crawlers) >= maxCrawlers {
+		key, name = crawlerKey{others: true}, OtherCrawlers
+		if c, ok := a.crawlers[key]; ok {
+			return c
+		}
+	}
 	c := &crawlerStats{
 		id: len(a.crawlers), key: key, name: name,
 		userAgents:    newSketch[string](crawlerValues),
 		claimedTokens: newSketch[string](crawlerValues),
 	}
-	if key.byCredential {
+	if key.byCredential || key.others {
 		c.tokens = newSketch[string](crawlerValues)
 	}
 	a.crawlers[key] = c
@@ -283,7 +303,15 @@ func (a *aggregate) origin(name string) *originStats {
 	if o, ok := a.origins[name]; ok {
 		return o
 	}
-	o := &originStats{id: len(a.origins), origin: name}
+	others := len(a.origins) >= maxOrigins
+	if others {
+		// An origin's name cannot hold a space: this key is no origin's.
+		name = OtherOrigins
+		if o, ok := a.origins[name]; ok {
+			return o
+		}
+	}
+	o := &originStats{id: len(a.origins), origin: name, others: others}
 	a.origins[name] = o
 	return o
 }
@@ -360,8 +388,11 @@ func (a *aggregate) report(top int) *Report {
 			Name: c.name, By: "token", Counts: c.counts, Origins: c.origins,
 			UserAgents: seen(c.userAgents), UAMismatches: c.mismatches, ClaimedTokens: seen(c.claimedTokens),
 		}
-		if c.key.byCredential {
+		switch {
+		case c.key.byCredential:
 			out.By, out.Tokens = "credential", seen(c.tokens)
+		case c.key.others:
+			out.By, out.Tokens = "others", seen(c.tokens)
 		}
 		out.Counts.finish()
 		rep.Crawlers = append(rep.Crawlers, out)
@@ -377,7 +408,7 @@ func (a *aggregate) report(top int) *Report {
 	})
 	for _, o := range a.origins {
 		out := Origin{
-			Origin: o.origin, Counts: o.counts, Crawlers: o.crawlers, Robots: o.robots,
+			Origin: o.origin, Others: o.others, Counts: o.counts, Crawlers: o.crawlers, Robots: o.robots,
 			Incidents: o.incidents, IncidentsOmitted: o.omitted,
 		}
 		if out.Incidents == nil {

@@ -114,11 +114,14 @@ type Counts struct {
 // else the product token judged.
 type Crawler struct {
 	Name string `json:"name"` // "" is the token of clients with none: only "*" groups applied
-	By   string `json:"by"`   // "credential" or "token"
+	// By is "credential" or "token"; "others" is the one row, named
+	// OtherCrawlers, that counts together every crawler seen after the
+	// first 10,000.
+	By string `json:"by"`
 	Counts
 	Origins int `json:"origins"` // distinct origins requested
-	// Tokens are the product tokens judged under a credential (absent for
-	// a token crawler: its name is its token).
+	// Tokens are the product tokens judged under a credential or in the
+	// others row (absent for a token crawler: its name is its token).
 	Tokens []Seen `json:"tokens,omitempty"`
 	// UserAgents are the User-Agent strings seen, most used first.
 	UserAgents []Seen `json:"user_agents"`
@@ -141,6 +144,9 @@ type Seen struct {
 // Origin is one site, as the robots.txt that applies to it.
 type Origin struct {
 	Origin string `json:"origin"`
+	// Others marks the one row, named OtherOrigins, that counts together
+	// every origin seen after the first 200,000.
+	Others bool `json:"others,omitempty"`
 	Counts
 	Crawlers int `json:"crawlers"` // distinct crawlers
 	// Robots counts requests by how robots.txt was had for them.
