@@ -45,6 +45,7 @@ type record struct {
 	Origin            string    `json:"origin"`
 	Pace              string    `json:"pace"`
 	DeniedDestination bool      `json:"denied_destination"`
+	Mode              string    `json:"mode"`
 	Forwarded         bool      `json:"forwarded"`
 	Bytes             int64     `json:"bytes"`
 }
@@ -78,7 +79,9 @@ func classify(r *record) kind {
 		switch {
 		case r.DeniedDestination:
 			k.denied = true
-		case r.Forwarded:
+		case r.Forwarded || r.Mode == "audit":
+			// In audit mode robots.txt refuses nothing, even when
+			// pacing answered 429 instead of forwarding.
 			k.wouldBeRefused = true
 		default:
 			k.refused = true
