@@ -294,12 +294,14 @@ func (a *aggregate) origin(name string) *originStats {
 // noteRobots counts how robots.txt was had, and follows the spans when
 // it was not had fine.
 func (o *originStats) noteRobots(r *record) {
-	outcome := r.RobotsOutcome
+	outcome, status := r.RobotsOutcome, r.RobotsStatus
 	switch {
 	case outcome == "":
 		return // /robots.txt itself, or no verdict reached
 	case r.RobotsCache == "stale":
-		outcome = "stale"
+		// The record's status is the obeyed copy's (200), not the
+		// failure's, which it does not say.
+		outcome, status = "stale", 0
 		o.robots.Stale++
 	case outcome == "ok":
 		o.robots.OK++
@@ -321,8 +323,8 @@ func (o *originStats) noteRobots(r *record) {
 		in := &o.incidents[len(o.incidents)-1]
 		in.Requests++
 		in.From, in.To = minTime(in.From, r.Time), maxTime(in.To, r.Time)
-		if r.RobotsStatus != 0 {
-			in.Status = r.RobotsStatus
+		if status != 0 {
+			in.Status = status
 		}
 		return
 	}
@@ -330,7 +332,7 @@ func (o *originStats) noteRobots(r *record) {
 		o.incidents = slices.Delete(o.incidents, 0, 1)
 		o.omitted++
 	}
-	o.incidents = append(o.incidents, Incident{Outcome: outcome, From: r.Time, To: r.Time, Requests: 1, Status: r.RobotsStatus})
+	o.incidents = append(o.incidents, Incident{Outcome: outcome, From: r.Time, To: r.Time, Requests: 1, Status: status})
 }
 
 func minTime(a, b time.Time) time.Time {
