@@ -57,6 +57,7 @@ type record struct {
 	Origin            string    `json:"origin"`
 	Pace              string    `json:"pace"`
 	DeniedDestination bool      `json:"denied_destination"`
+	Mode              string    `json:"mode"`
 	Forwarded         bool      `json:"forwarded"`
 	Bytes             int64     `json:"bytes"`
 }
@@ -90,7 +91,9 @@ func classify(r *record) kind {
 		switch {
 		case r.DeniedDestination:
 			k.denied = true
-		case r.Forwarded:
+		case r.Forwarded || r.Mode == "audit":
+			// In audit mode robots.txt refuses nothing, even when
+			// pacing answered 429 instead of forwarding.
 			k.wouldBeRefused = true
 		default:
 			k.refused = true
@@ -319,12 +322,14 @@ func (a *aggregate) origin(name string) *originStats {
 // noteRobots counts how robots.txt was had, and follows the spans when
 // it was not had fine.
 func (o *originStats) noteRobots(r *record) {
-	outcome := r.RobotsOutcome
+	outcome, status := r.RobotsOutcome, r.RobotsStatus
 	switch {
 	case outcome == "":
 		return // /robots.txt itself, or no verdict reached
 	case r.RobotsCache == "stale":
-		outcome = "stale"
+		// The record's status is the obeyed copy's (200), not the
+		// failure's, which it does not say.
+		outcome, status = "stale", 0
 		o.robots.Stale++
 	case outcome == "ok":
 		o.robots.OK++
@@ -346,8 +351,8 @@ func (o *originStats) noteRobots(r *record) {
 		in := &o.incidents[len(o.incidents)-1]
 		in.Requests++
 		in.From, in.To = minTime(in.From, r.Time), maxTime(in.To, r.Time)
-		if r.RobotsStatus != 0 {
-			in.Status = r.RobotsStatus
+		if status != 0 {
+			in.Status = status
 		}
 		return
 	}
@@ -355,7 +360,7 @@ func (o *originStats) noteRobots(r *record) {
 		o.incidents = slices.Delete(o.incidents, 0, 1)
 		o.omitted++
 	}
-	o.incidents = append(o.incidents, Incident{Outcome: outcome, From: r.Time, To: r.Time, Requests: 1, Status: r.RobotsStatus})
+	o.incidents = append(o.incidents, Incident{Outcome: outcome, From: r.Time, To: r.Time, Requests: 1, Status: status})
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -86,7 +86,7 @@ type Counts struct {
 	// (enforce mode).
 	Refused int64 `json:"refused"`
 	// WouldBeRefused: robots.txt disallowed it and the proxy forwarded it
-	// anyway (audit mode).
+	// anyway (audit mode), or would have but for pacing's 429.
 	WouldBeRefused int64 `json:"would_be_refused"`
 	// Compliance is Allowed / (Allowed + Refused + WouldBeRefused): the
 	// share of judged requests robots.txt allowed. Absent when none was
