@@ -137,26 +137,29 @@ func TestClientLimits(t *testing.T) {
 	})
 
 	t.Run("stalled TLS handshake", func(t *testing.T) {
+		start := time.Now()
 		conn, answer := p.connect(t, o.addr, crawlerUA)
 		if answer.status != 200 {
 			t.Fatalf("CONNECT: %d", answer.status)
 		}
 		conn.Write([]byte{0x16, 0x03, 0x01}) // the start of a ClientHello, never finished
-		assertCutWithin(t, conn, 1*time.Second)
+		assertCutWithin(t, conn, start, 1*time.Second)
 	})
 
 	t.Run("stalled headers inside a tunnel", func(t *testing.T) {
 		conn := p.intercept(t, o.addr, crawlerUA)
+		start := time.Now()
 		io.WriteString(conn, "GET /open/slow HTTP/1.1\r\nHost: "+o.addr+"\r\nX-Drip: ")
-		assertCutWithin(t, conn, 1*time.Second)
+		assertCutWithin(t, conn, start, 1*time.Second)
 	})
 
 	t.Run("silent tunnel", func(t *testing.T) {
+		start := time.Now()
 		conn, answer := p.connect(t, o.addr, crawlerUA)
 		if answer.status != 200 {
 			t.Fatalf("CONNECT: %d", answer.status)
 		}
-		assertCutWithin(t, conn, 1*time.Second)
+		assertCutWithin(t, conn, start, 1*time.Second)
 	})
 
 	if code := p.stop(); code != 0 {
@@ -170,11 +173,13 @@ func TestClientLimits(t *testing.T) {
 }
 
 // assertCutWithin checks that the proxy closes conn about timeout after
-// now: not before half of it, and well before the test would give up.
-func assertCutWithin(t *testing.T, conn net.Conn, timeout time.Duration) {
+// start: not before half of it, and well before the test would give up.
+// start is taken before the client's last move, so the proxy's clock
+// starts after it: a test descheduled on a loaded machine between its
+// last write and this call cannot see the cut as early.
+func assertCutWithin(t *testing.T, conn net.Conn, start time.Time, timeout time.Duration) {
 	t.Helper()
-	start := time.Now()
-	conn.SetReadDeadline(start.Add(requestTimeout))
+	conn.SetReadDeadline(time.Now().Add(requestTimeout))
 	_, err := io.Copy(io.Discard, conn)
 	took := time.Since(start)
 	var ne net.Error
