@@ -287,6 +287,34 @@ func TestSourcesAddUp(t *testing.T) {
 	}
 }
 
+// Reading the next file of a log changes no report already made.
+func TestReportIsASnapshot(t *testing.T) {
+	down := allowed(t0)
+	down.RobotsOutcome, down.RobotsStatus = "unreachable", 503
+	rd, before := readLogs(t, Options{}, append(encode(t, down), "junk\n"...))
+	want, err := jsonOf(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Time, down.RobotsStatus = t0.Add(time.Second), 500
+	if err := rd.Read(context.Background(), "next", bytes.NewReader(append(encode(t, down), "junk\n"...))); err != nil {
+		t.Fatal(err)
+	}
+	got, err := jsonOf(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("a report changed as the next log was read:\n%s\nwas:\n%s", got, want)
+	}
+}
+
+func jsonOf(rep *Report) ([]byte, error) {
+	var buf bytes.Buffer
+	err := WriteJSON(&buf, rep)
+	return buf.Bytes(), err
+}
+
 // cancelling is a log without end that cancels its reader's context
 // once it has given some of it.
 type cancelling struct {
