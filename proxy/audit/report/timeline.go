@@ -91,10 +91,12 @@ func (tl *timeline) coarsen() {
 // span, empty intervals included.
 func (tl *timeline) result(from, to time.Time) Timeline {
 	fine := fineWidths[tl.width]
-	span := to.Sub(from)
+	// In seconds: to.Sub(from) stops at 292 years, and a log whose clock
+	// went wrong may span more.
+	span := to.Unix() - from.Unix()
 	interval := niceIntervals[len(niceIntervals)-1]
 	for _, d := range niceIntervals {
-		if d%fine == 0 && span/d < timelineBars {
+		if d%fine == 0 && span/int64(d/time.Second) < timelineBars {
 			interval = d
 			break
 		}

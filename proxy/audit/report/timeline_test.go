@@ -143,3 +143,34 @@ func TestFloorDiv(t *testing.T) {
 		}
 	}
 }
+
+// A clock gone wrong can put records centuries apart: longer than a
+// time.Duration holds (292 years).
+func TestTimelineOverCenturies(t *testing.T) {
+	earliest, latest := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	for _, c := range []struct {
+		name     string
+		from, to time.Time
+		interval string
+		buckets  int
+	}{
+		// 739,944 days: 74 intervals of 10,000 days, 8 of 100,000.
+		{"year 1 to now", time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC), t0, "100000d", 9},
+		{"year 0 to 9999", earliest, latest, "100000d", 38},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, rep := readLogs(t, Options{}, encode(t, allowed(c.from), allowed(c.to)))
+			tl := rep.Timeline
+			if tl.Interval != c.interval || len(tl.Buckets) != c.buckets {
+				t.Errorf("%d buckets of %s, want %d of %s", len(tl.Buckets), tl.Interval, c.buckets, c.interval)
+			}
+			var sum int64
+			for _, b := range tl.Buckets {
+				sum += b.Requests
+			}
+			if sum != 2 {
+				t.Errorf("the buckets count %d requests, want 2", sum)
+			}
+		})
+	}
+}
