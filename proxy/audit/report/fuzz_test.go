@@ -22,6 +22,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("\x1f\x8b"))
 	f.Add([]byte("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"))
 	f.Add([]byte("garbage\n\n{\"time\":\"2026-11-25T10:00:00Z\"}\n[]\nnull\n"))
+	f.Add([]byte(`{"time":"0001-01-01T00:00:01Z","verdict":"allow"}` + "\n" + `{"time":"9999-12-31T23:59:59Z","verdict":"disallow","origin":"x","robots_outcome":"unreachable"}`))
 	f.Add([]byte(`{"time":"1969-12-31T23:59:59.999+23:59","verdict":"error","credential":"c","ua_mismatch":true,"ua_token":null,"pace":"busy","bytes":-9223372036854775808}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd := NewReader(Options{Top: 5, Now: t0})

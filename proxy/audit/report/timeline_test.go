@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -145,9 +146,11 @@ func TestFloorDiv(t *testing.T) {
 }
 
 // A clock gone wrong can put records centuries apart: longer than a
-// time.Duration holds (292 years).
+// time.Duration holds (292 years), and at the edges of the years JSON
+// writes (0 to 9999), which intervals aligned on the epoch may leave.
 func TestTimelineOverCenturies(t *testing.T) {
 	earliest, latest := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	west := time.FixedZone("west", -5*3600)
 	for _, c := range []struct {
 		name     string
 		from, to time.Time
@@ -157,6 +160,7 @@ func TestTimelineOverCenturies(t *testing.T) {
 		// 739,944 days: 74 intervals of 10,000 days, 8 of 100,000.
 		{"year 1 to now", time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC), t0, "100000d", 9},
 		{"year 0 to 9999", earliest, latest, "100000d", 38},
+		{"the last second of 9999, west of UTC", time.Date(9999, 12, 31, 23, 59, 58, 0, west), time.Date(9999, 12, 31, 23, 59, 59, 0, west), "1s", 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, rep := readLogs(t, Options{}, encode(t, allowed(c.from), allowed(c.to)))
@@ -165,11 +169,18 @@ func TestTimelineOverCenturies(t *testing.T) {
 				t.Errorf("%d buckets of %s, want %d of %s", len(tl.Buckets), tl.Interval, c.buckets, c.interval)
 			}
 			var sum int64
-			for _, b := range tl.Buckets {
+			for i, b := range tl.Buckets {
 				sum += b.Requests
+				if b.Start.Before(earliest) || b.Start.After(latest) {
+					t.Errorf("bucket %d starts %v", i, b.Start)
+				}
 			}
 			if sum != 2 {
 				t.Errorf("the buckets count %d requests, want 2", sum)
+			}
+			var out bytes.Buffer
+			if err := WriteJSON(&out, rep); err != nil {
+				t.Error(err)
 			}
 		})
 	}
