@@ -10,7 +10,10 @@ import (
 
 // FuzzRead feeds Read any bytes: it must not panic, every line must be
 // counted at most once, and each record once in every view of the
-// report; rendering it must not fail.
+// report; writing it as JSON and text must not fail. HTML is left to
+// TestWriteHTMLOddReports: html/template's escaper ranges over maps, so
+// its coverage changes from run to run, and the fuzzer would spend its
+// time minimizing inputs that only seem new.
 func FuzzRead(f *testing.F) {
 	sample := sampleLog(f, 12)
 	lines := bytes.SplitAfter(sample, []byte("\n"))
@@ -67,9 +70,6 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("the JSON report does not read back: %v", err)
 		}
 		if err := WriteText(io.Discard, rep); err != nil {
-			t.Fatal(err)
-		}
-		if err := WriteHTML(io.Discard, rep); err != nil {
 			t.Fatal(err)
 		}
 	})

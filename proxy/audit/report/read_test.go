@@ -13,6 +13,7 @@ import (
 	"time"
 )
 
+// gzipped is data compressed as logrotate's compress does.
 func gzipped(tb testing.TB, data []byte) []byte {
 	tb.Helper()
 	var buf bytes.Buffer
@@ -96,10 +97,10 @@ func TestCRLF(t *testing.T) {
 	log := sampleLog(t, 500)
 	crlf := bytes.ReplaceAll(log, []byte("\n"), []byte("\r\n"))
 	crlf = append(crlf, "\r\n\r\n"...) // blank lines
-	cut := crlf[:len(crlf)-4]          // the last line's CR only
-	cut = cut[:len(cut)-1]
+	// Cut between the last record's CR and LF.
+	noLF := crlf[:len(crlf)-len("\n\r\n\r\n")]
 	_, want := readLogs(t, Options{}, log)
-	for name, log := range map[string][]byte{"CRLF": crlf, "last line without LF": cut} {
+	for name, log := range map[string][]byte{"CRLF": crlf, "last line without LF": noLF} {
 		t.Run(name, func(t *testing.T) {
 			_, rep := readLogs(t, Options{}, log)
 			if rep.Records != 500 || rep.Malformed != 0 || rep.Sources[0].Truncated {

@@ -291,3 +291,28 @@ func TestWriteHTMLIsSelfContained(t *testing.T) {
 		t.Errorf("Content-Security-Policy %q", policy)
 	}
 }
+
+// Reports at the edges FuzzRead reaches, written as HTML (which FuzzRead
+// leaves out): no record, years 0 and 9999, negative bytes, odd verdicts.
+func TestWriteHTMLOddReports(t *testing.T) {
+	for name, log := range map[string]string{
+		"no record": "",
+		"years 0 and 9999": `{"time":"0000-01-01T00:00:00Z","verdict":"allow","origin":"x"}` + "\n" +
+			`{"time":"9999-12-31T23:59:59-05:00","verdict":"disallow","robots_outcome":"unreachable","origin":"x"}`,
+		"negative bytes": `{"time":"2026-11-25T10:00:00Z","verdict":"allow","bytes":-9223372036854775808}` + "\n" +
+			`{"time":"2026-11-25T10:00:00Z","verdict":"allow","bytes":-1}`,
+		"odd verdicts and paces": `{"time":"2026-11-25T10:00:00Z","verdict":"maybe","pace":"busy","forwarded":true}` + "\n" +
+			`{"time":"2026-11-25T10:00:01Z","verdict":"disallow","denied_destination":true,"ua_mismatch":true}` + "\nnot json\n{",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, rep := readLogs(t, Options{}, []byte(log))
+			var out bytes.Buffer
+			if err := WriteHTML(&out, rep); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), "</html>") {
+				t.Error("the page is not whole")
+			}
+		})
+	}
+}
