@@ -414,7 +414,8 @@ func (a *aggregate) report(top int) *Report {
 	for _, o := range a.origins {
 		out := Origin{
 			Origin: o.origin, Others: o.others, Counts: o.counts, Crawlers: o.crawlers, Robots: o.robots,
-			Incidents: o.incidents, IncidentsOmitted: o.omitted,
+			// A copy: the last incident grows in place as reading goes on.
+			Incidents: slices.Clone(o.incidents), IncidentsOmitted: o.omitted,
 		}
 		if out.Incidents == nil {
 			out.Incidents = []Incident{}

@@ -91,10 +91,12 @@ func (tl *timeline) coarsen() {
 // span, empty intervals included.
 func (tl *timeline) result(from, to time.Time) Timeline {
 	fine := fineWidths[tl.width]
-	span := to.Sub(from)
+	// In seconds: to.Sub(from) stops at 292 years, and a log whose clock
+	// went wrong may span more.
+	span := to.Unix() - from.Unix()
 	interval := niceIntervals[len(niceIntervals)-1]
 	for _, d := range niceIntervals {
-		if d%fine == 0 && span/d < timelineBars {
+		if d%fine == 0 && span/int64(d/time.Second) < timelineBars {
 			interval = d
 			break
 		}
@@ -113,10 +115,14 @@ func (tl *timeline) result(from, to time.Time) Timeline {
 			sums[i].merge(b)
 		}
 	}
+	// JSON writes years 0 to 9999 only: an interval aligned on the epoch
+	// starts before year 0 for a record of the first centuries, or in
+	// 10000 for one of 9999 west of UTC; such a start is moved to the edge.
+	earliest, latest := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
 	for i := range sums {
 		s := &sums[i]
 		out.Buckets = append(out.Buckets, Bucket{
-			Start:    time.Unix((first+int64(i))*step, 0).UTC(),
+			Start:    time.Unix(min(max((first+int64(i))*step, earliest), latest), 0).UTC(),
 			Requests: s.requests, Allowed: s.allowed, Refused: s.refused, WouldBeRefused: s.wouldBeRefused,
 			TooEarly: s.tooEarly, WouldBeTooEarly: s.wouldBeTooEarly, DeniedDestination: s.denied, Errors: s.errors,
 		})
