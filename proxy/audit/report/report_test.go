@@ -312,7 +312,7 @@ func TestIncidents(t *testing.T) {
 		robotsTxt(3, "unreachable", 500, "hit"),
 		robotsTxt(2, "unreachable", 0, "hit"), // out of order, and a network error: no status; the last one seen stays
 		robotsTxt(4, "ok", 200, "loaded"),
-		robotsTxt(5, "unreachable", 503, "stale"),
+		robotsTxt(5, "ok", 200, "stale"), // as the proxy writes it: the obeyed copy's outcome and status
 		robotsTxt(6, "unavailable", 404, "loaded"),
 		robotsTxt(7, "", 0, ""),              // /robots.txt itself: no outcome, no incident
 		robotsTxt(8, "unknown", 0, "loaded"), // an outcome this version does not know
@@ -323,7 +323,7 @@ func TestIncidents(t *testing.T) {
 	o := rep.Origins[0]
 	wantIncidents := []Incident{
 		{Outcome: "unreachable", From: at(1), To: at(3), Requests: 3, Status: 500},
-		{Outcome: "stale", From: at(5), To: at(5), Requests: 1, Status: 503},
+		{Outcome: "stale", From: at(5), To: at(5), Requests: 1}, // the failure's status is not in the record
 		{Outcome: "unavailable", From: at(6), To: at(6), Requests: 1, Status: 404},
 		{Outcome: "restricted", From: at(9), To: at(10), Requests: 2, Status: 403},
 	}
