@@ -160,21 +160,39 @@ func anyFold(patterns []string, match func(string) bool) bool {
 }
 
 // originMatches says whether pattern names origin: the whole origin
-// ("https://example.com:8443"), its host and port, or its host alone.
+// ("https://example.com:8443"), its host and port, or its host alone. A
+// default port given (example.com:443) matches the origin written
+// without it, as the proxy writes them.
 func originMatches(pattern, origin string) bool {
 	if strings.Contains(pattern, "://") {
 		return strings.EqualFold(pattern, origin)
 	}
-	_, hostport, ok := strings.Cut(origin, "://")
+	scheme, hostport, ok := strings.Cut(origin, "://")
 	if !ok {
 		return false
 	}
 	if strings.EqualFold(pattern, hostport) {
 		return true
 	}
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
+	host, port := hostport, ""
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		host, port = h, p
+	}
+	if ph, pp, err := net.SplitHostPort(pattern); err == nil {
+		if port == "" {
+			port = defaultPort(scheme)
+		}
+		return pp == port && strings.EqualFold(ph, strings.Trim(host, "[]"))
 	}
 	return strings.EqualFold(strings.Trim(pattern, "[]"), strings.Trim(host, "[]"))
+}
+
+func defaultPort(scheme string) string {
+	switch strings.ToLower(scheme) {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	}
+	return ""
 }

@@ -196,7 +196,7 @@ func TestPercent(t *testing.T) {
 func TestBytesWords(t *testing.T) {
 	for n, want := range map[int64]string{
 		0: "0 B", 1: "1 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 10 << 20: "10.0 MiB",
-		3 << 30: "3.0 GiB", 1 << 40: "1.0 TiB", 5 << 50: "5.0 PiB", 1 << 60: "1024.0 PiB",
+		1<<20 - 1: "1.0 MiB", 3 << 30: "3.0 GiB", 1 << 40: "1.0 TiB", 5 << 50: "5.0 PiB", 1 << 60: "1024.0 PiB",
 	} {
 		if got := bytesWords(n); got != want {
 			t.Errorf("bytesWords(%d) = %q, want %q", n, got, want)

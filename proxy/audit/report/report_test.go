@@ -440,6 +440,10 @@ func TestFilterOrigins(t *testing.T) {
 		{"example.com", "http://example.com:8080", true},
 		{"example.com:8443", "https://example.com:8443", true},
 		{"example.com:8080", "https://example.com:8443", false}, // the wrong port
+		{"example.com:443", "https://example.com", true},        // the default port, which origins leave out
+		{"example.com:80", "http://example.com", true},
+		{"example.com:80", "https://example.com", false},
+		{"[::1]:443", "https://[::1]", true},
 		{"example.com:8443", "https://example.com", false},
 		{"ample.com", "https://example.com", false},
 		{"example.co", "https://example.com", false},

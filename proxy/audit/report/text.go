@@ -300,16 +300,16 @@ func approx(overcount int64) string {
 }
 
 func bytesWords(n int64) string {
-	const unit = 1024
-	if n < unit {
+	if n < 1024 {
 		return strconv.FormatInt(n, 10) + " B"
 	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
+	// Up a unit once the value would round to 1024.0 in this one.
+	v, exp := float64(n)/1024, 0
+	for v >= 1023.95 && exp < 4 {
+		v /= 1024
 		exp++
 	}
-	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + "KMGTP"[exp:exp+1] + "iB"
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + "KMGTP"[exp:exp+1] + "iB"
 }
 
 // quoted writes a value a crawler chose, in quotes, so that its spaces

@@ -17,7 +17,8 @@ var fineWidths = [...]time.Duration{
 
 const maxFineBuckets = 4096
 
-// timelineBars is how many intervals the report aims at, at most.
+// timelineBars is how many intervals the timeline has at most (unless a
+// log spans more than 60 times the widest interval).
 const timelineBars = 60
 
 // niceIntervals are the intervals a reader expects; the report picks the
@@ -91,12 +92,13 @@ func (tl *timeline) coarsen() {
 // span, empty intervals included.
 func (tl *timeline) result(from, to time.Time) Timeline {
 	fine := fineWidths[tl.width]
-	// In seconds: to.Sub(from) stops at 292 years, and a log whose clock
-	// went wrong may span more.
-	span := to.Unix() - from.Unix()
+	// Bars are counted in whole intervals from the epoch, not from
+	// to.Sub(from), which stops at 292 years: a log whose clock went wrong
+	// may span more.
 	interval := niceIntervals[len(niceIntervals)-1]
 	for _, d := range niceIntervals {
-		if d%fine == 0 && span/int64(d/time.Second) < timelineBars {
+		step := int64(d / time.Second)
+		if d%fine == 0 && floorDiv(to.Unix(), step)-floorDiv(from.Unix(), step) < timelineBars {
 			interval = d
 			break
 		}
