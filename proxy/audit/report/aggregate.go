@@ -133,15 +133,22 @@ func (c *Counts) add(r *record, k kind) {
 	}
 }
 
-func (t *tally) add(k kind) {
-	t.requests++
-	count(&t.allowed, k.allowed)
-	count(&t.refused, k.refused)
-	count(&t.wouldBeRefused, k.wouldBeRefused)
-	count(&t.tooEarly, k.tooEarly)
-	count(&t.wouldBeTooEarly, k.wouldBeTooEarly)
-	count(&t.denied, k.denied)
-	count(&t.errors, k.errored)
+// merge adds o's counts to c's.
+func (c *Counts) merge(o *Counts) {
+	c.Requests += o.Requests
+	c.Allowed += o.Allowed
+	c.Refused += o.Refused
+	c.WouldBeRefused += o.WouldBeRefused
+	c.Delayed += o.Delayed
+	c.TooEarly += o.TooEarly
+	c.WouldBeTooEarly += o.WouldBeTooEarly
+	c.DeniedDestination += o.DeniedDestination
+	c.Errors += o.Errors
+	c.Bytes += o.Bytes
+	if c.FirstSeen.IsZero() || !o.FirstSeen.IsZero() && o.FirstSeen.Before(c.FirstSeen) {
+		c.FirstSeen = o.FirstSeen
+	}
+	c.LastSeen = maxTime(c.LastSeen, o.LastSeen)
 }
 
 func count(n *int64, yes bool) {
@@ -240,7 +247,7 @@ func (a *aggregate) add(r *record) {
 	a.records++
 	k := classify(r)
 	a.totals.add(r, k)
-	a.timeline.bucket(r.Time).add(k)
+	a.timeline.bucket(r.Time).add(r, k)
 
 	c := a.crawler(r)
 	c.counts.add(r, k)

@@ -50,7 +50,7 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		Compliance       chart
 		TimelineChart    chart
 		RulesChart       chart
-		Filter           string
+		FilterWords      string
 		MalformedOmitted int64
 		UserAgents       []crawlerValue
 		Mismatched       []*Crawler
@@ -63,7 +63,7 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		Compliance:       complianceChart(rep),
 		TimelineChart:    timelineChart(rep),
 		RulesChart:       rulesChart(rep),
-		Filter:           describeFilter(rep.Filter),
+		FilterWords:      describeFilter(rep.Filter),
 		MalformedOmitted: rep.Malformed - int64(len(rep.Problems)),
 	}
 	for i := range rep.Crawlers {
@@ -175,7 +175,7 @@ func complianceChart(rep *Report) chart {
 		cr := &rep.Crawlers[i]
 		y := float64(i*(barHeight+barGap)) + 4
 		name := crawlerName(cr)
-		c.Labels = append(c.Labels, label{X: chartLabelW - 8, Y: y + barHeight - 5, Text: shorten(name, 28), Anchor: "end"})
+		c.Labels = append(c.Labels, label{X: chartLabelW - 8, Y: y + barHeight - 5, Text: clean(name, 28), Anchor: "end"})
 		judged := cr.Allowed + cr.Refused + cr.WouldBeRefused
 		if judged == 0 {
 			c.Labels = append(c.Labels, label{X: chartLabelW, Y: y + barHeight - 5, Text: "no request judged", Class: "muted"})
@@ -283,7 +283,7 @@ func rulesChart(rep *Report) chart {
 		if r.Line != 0 {
 			name += " (line " + strconv.Itoa(r.Line) + ")"
 		}
-		c.Labels = append(c.Labels, label{X: chartLabelW - 8, Y: y + barHeight - 5, Text: shorten(name, 30), Anchor: "end"})
+		c.Labels = append(c.Labels, label{X: chartLabelW - 8, Y: y + barHeight - 5, Text: clean(name, 30), Anchor: "end"})
 		w := math.Max(barW*float64(r.Refused)/float64(peak), 1)
 		c.Rects = append(c.Rects, rect{X: chartLabelW, Y: y, W: w, H: barHeight, Class: "refused",
 			Title: fmt.Sprintf("%s %s, group %s: %s refused", r.Origin, name, r.Group, number(r.Refused))})
@@ -291,6 +291,3 @@ func rulesChart(rep *Report) chart {
 	}
 	return c
 }
-
-// shorten cuts a label to limit runes, safe to show.
-func shorten(s string, limit int) string { return clean(s, limit) }

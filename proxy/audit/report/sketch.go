@@ -50,16 +50,6 @@ func (s *sketch[K]) add(key K) {
 	heap.Fix(&s.heap, 0)
 }
 
-// forgot says whether a key was ever replaced: counts may then be over.
-func (s *sketch[K]) forgot() bool {
-	for _, e := range s.heap {
-		if e.overcount > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // top returns the n most counted keys, most first; ties go to less
 // overcounted, then to less(a, b).
 func (s *sketch[K]) top(n int, less func(a, b K) int) []*sketchEntry[K] {

@@ -154,7 +154,8 @@ func describeFilter(f Filter) string {
 	return strings.Join(parts, "; ")
 }
 
-// countCells are the columns every crawler and origin row has.
+// countHeader names the columns every crawler and origin row has,
+// countCells fills them.
 var countHeader = []string{"REQUESTS", "ALLOWED", "REFUSED", "WOULD-BE", "COMPLIANCE", "DELAYED", "429", "WOULD-429", "BYTES"}
 
 func countCells(c *Counts) []string {

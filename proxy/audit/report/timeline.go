@@ -32,36 +32,20 @@ var niceIntervals = [...]time.Duration{
 	1000 * 24 * time.Hour, 10000 * 24 * time.Hour, 100000 * 24 * time.Hour,
 }
 
-// tally is one bucket's counts.
-type tally struct {
-	requests, allowed, refused, wouldBeRefused, tooEarly, wouldBeTooEarly, denied, errors int64
-}
-
-func (t *tally) merge(o *tally) {
-	t.requests += o.requests
-	t.allowed += o.allowed
-	t.refused += o.refused
-	t.wouldBeRefused += o.wouldBeRefused
-	t.tooEarly += o.tooEarly
-	t.wouldBeTooEarly += o.wouldBeTooEarly
-	t.denied += o.denied
-	t.errors += o.errors
-}
-
 type timeline struct {
 	width   int // index in fineWidths
-	buckets map[int64]*tally
+	buckets map[int64]*Counts
 }
 
-func newTimeline() *timeline { return &timeline{buckets: make(map[int64]*tally)} }
+func newTimeline() *timeline { return &timeline{buckets: make(map[int64]*Counts)} }
 
-// bucket returns the tally of the fine bucket holding at.
-func (tl *timeline) bucket(at time.Time) *tally {
+// bucket returns the counts of the fine bucket holding at.
+func (tl *timeline) bucket(at time.Time) *Counts {
 	key := floorDiv(at.Unix(), int64(fineWidths[tl.width]/time.Second))
 	if b, ok := tl.buckets[key]; ok {
 		return b
 	}
-	b := &tally{}
+	b := &Counts{}
 	tl.buckets[key] = b
 	if len(tl.buckets) > maxFineBuckets && tl.width < len(fineWidths)-1 {
 		tl.coarsen()
@@ -75,7 +59,7 @@ func (tl *timeline) coarsen() {
 	for len(tl.buckets) > maxFineBuckets && tl.width < len(fineWidths)-1 {
 		factor := int64(fineWidths[tl.width+1] / fineWidths[tl.width])
 		tl.width++
-		merged := make(map[int64]*tally, len(tl.buckets)/int(factor)+1)
+		merged := make(map[int64]*Counts, len(tl.buckets)/int(factor)+1)
 		for key, b := range tl.buckets {
 			k := floorDiv(key, factor)
 			if m, ok := merged[k]; ok {
@@ -109,7 +93,7 @@ func (tl *timeline) result(from, to time.Time) Timeline {
 	}
 	step := int64(interval / time.Second)
 	first, last := floorDiv(from.Unix(), step), floorDiv(to.Unix(), step)
-	sums := make([]tally, last-first+1)
+	sums := make([]Counts, last-first+1)
 	perFine := int64(fine / time.Second)
 	for key, b := range tl.buckets {
 		i := floorDiv(key*perFine, step) - first
@@ -125,8 +109,8 @@ func (tl *timeline) result(from, to time.Time) Timeline {
 		s := &sums[i]
 		out.Buckets = append(out.Buckets, Bucket{
 			Start:    time.Unix(min(max((first+int64(i))*step, earliest), latest), 0).UTC(),
-			Requests: s.requests, Allowed: s.allowed, Refused: s.refused, WouldBeRefused: s.wouldBeRefused,
-			TooEarly: s.tooEarly, WouldBeTooEarly: s.wouldBeTooEarly, DeniedDestination: s.denied, Errors: s.errors,
+			Requests: s.Requests, Allowed: s.Allowed, Refused: s.Refused, WouldBeRefused: s.WouldBeRefused,
+			TooEarly: s.TooEarly, WouldBeTooEarly: s.WouldBeTooEarly, DeniedDestination: s.DeniedDestination, Errors: s.Errors,
 		})
 	}
 	return out

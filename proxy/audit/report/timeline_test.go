@@ -91,7 +91,7 @@ func TestTimelineCoarsens(t *testing.T) {
 				times = append(times, c.from.Add(time.Duration(rng.Int64N(int64(c.to.Sub(c.from))))))
 			}
 			for _, at := range times {
-				tl.bucket(at).add(kind{allowed: true})
+				tl.bucket(at).add(&record{Time: at}, kind{allowed: true})
 				if len(tl.buckets) > maxFineBuckets {
 					t.Fatalf("%d fine buckets", len(tl.buckets))
 				}
