@@ -47,6 +47,10 @@ type Result[V any] struct {
 	// "unavailable", "unreachable"). Empty means "ok", or "failed" when
 	// Failed is set.
 	Outcome string
+	// Shared is Value encoded for a Store (see NewShared); nil keeps the
+	// result in this process only, as for a value that depends on this
+	// process's own settings.
+	Shared []byte
 }
 
 // LoadFunc produces the value for key. It runs at most once per key at a

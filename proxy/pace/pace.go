@@ -158,6 +158,28 @@ type Options struct {
 	// DefaultMaxSchedules. Past it a new identity is Full until schedules
 	// run out.
 	MaxSchedules int
+	// Shared keeps the schedules where every Pacer of a fleet finds them;
+	// nil keeps them in this process. While it fails, the Pacer keeps
+	// them itself.
+	Shared SharedSchedules
+}
+
+// SharedSchedules keeps schedules where several Pacers, in several
+// processes, share them (package cache/fleet keeps them in Redis). Every
+// method must return within a short bound; an error means it is
+// unavailable, and the Pacer keeps the schedule itself.
+type SharedSchedules interface {
+	// Take runs one GCRA step on key's schedule, atomically and on the
+	// store's own clock: when the schedule's time has passed, the request
+	// starts now and the next one an interval later (early 0, taken);
+	// when it is early by no more than maxWait, it takes the next start,
+	// early from now, and pushes the schedule one interval on (taken);
+	// otherwise nothing changes and early says how long until the next
+	// start (taken false). slot names the start taken, for GiveBack.
+	Take(ctx context.Context, key string, interval, maxWait time.Duration) (slot int64, early time.Duration, taken bool, err error)
+	// GiveBack undoes the Take of slot whose request never reached the
+	// origin, unless a later Take followed it.
+	GiveBack(ctx context.Context, key string, slot int64, interval time.Duration) error
 }
 
 // DefaultMaxSchedules is the default bound on schedules: at about
