@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"robotsgate/cache"
+	"robotsgate/cache/fleet"
 	"robotsgate/proxy"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/pace"
@@ -19,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/caarlos0/env/v11"
 )
@@ -171,6 +173,30 @@ func (c *checker) validate(cfg *Config) {
 		c.checkUserAgent(ua)
 	}
 	c.checkSizes(cfg)
+	c.checkRedis(cfg)
+}
+
+// checkRedis checks the fleet's settings. A Redis that cannot be reached
+// is no configuration error: the instance works alone until it answers.
+func (c *checker) checkRedis(cfg *Config) {
+	const urlName, timeoutName, prefixName, caName = "ROBOTSGATE_REDIS_URL", "ROBOTSGATE_REDIS_TIMEOUT", "ROBOTSGATE_REDIS_PREFIX", "ROBOTSGATE_REDIS_CA_FILE"
+	if raw, ok := c.given(urlName); ok {
+		if err := fleet.CheckURL(raw); err != nil {
+			c.report(urlName, err, "%v", err) // never the value: it may hold a password
+		}
+	}
+	if c.positive(timeoutName, cfg.RedisTimeout) {
+		c.atMost(timeoutName, cfg.RedisTimeout, 5*time.Second, "5s", "a Redis that hangs holds every request that needs it this long")
+	}
+	if strings.ContainsFunc(cfg.RedisPrefix, unicode.IsControl) {
+		c.report(prefixName, nil, "%q holds control characters; use printable text, e.g. \"robotsgate:\"", cfg.RedisPrefix)
+	}
+	if path, ok := c.given(caName); ok {
+		c.checkPEMBundle(caName, path)
+		if !c.failed(urlName) && !strings.HasPrefix(strings.ToLower(cfg.RedisURL), "rediss://") {
+			c.report(caName, nil, "is set, but %s is not a rediss:// URL, so no certificate is verified; use rediss:// or unset %s", urlName, caName)
+		}
+	}
 }
 
 // checkIdentity checks the pinned token and the credentials settings, and

@@ -181,6 +181,21 @@ type Config struct {
 
 	// ShutdownGrace is how long in-flight requests may run on after SIGTERM.
 	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"10s" desc:"How long in-flight requests may finish after SIGTERM"`
+
+	// RedisURL names the Redis a fleet of instances shares robots.txt and
+	// crawl schedules through; empty, each instance works alone.
+	RedisURL string `env:"REDIS_URL" desc:"redis:// or rediss:// URL, password and database included, of the Redis a fleet of robotsgate instances shares robots.txt and crawl schedules through; unset, each instance works alone"`
+
+	// RedisTimeout bounds each Redis operation: a slow Redis costs a
+	// request at most this before the instance works alone.
+	RedisTimeout time.Duration `env:"REDIS_TIMEOUT" envDefault:"200ms" desc:"Time limit of each Redis operation, at most 5s; past it, or on any Redis error, the instance works alone and tries Redis again every second"`
+
+	// RedisPrefix starts every key robotsgate writes in Redis.
+	RedisPrefix string `env:"REDIS_PREFIX" envDefault:"robotsgate:" desc:"Prefix of every Redis key robotsgate writes, so that several fleets can share one Redis"`
+
+	// RedisCAFile is a PEM bundle added to the system roots to verify a
+	// rediss:// server.
+	RedisCAFile string `env:"REDIS_CA_FILE" desc:"PEM bundle of extra CA certificates, added to the system roots, for verifying a rediss:// server"`
 }
 
 // Load reads the configuration of the proxy from the process environment.

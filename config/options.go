@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"robotsgate/cache"
+	"robotsgate/cache/fleet"
 	"robotsgate/proxy"
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/identity"
@@ -44,6 +46,48 @@ func (c *Config) UpstreamRoots(warn func(msg string, args ...any)) (*x509.CertPo
 		}
 	}
 	return pool, nil
+}
+
+// rootsWith returns the system roots plus the PEM bundle in file (named
+// by variable in errors); without system roots, the bundle alone.
+func rootsWith(variable, file string) (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if file == "" {
+		return pool, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", variable, err)
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: %s holds no PEM certificate", variable, file)
+	}
+	return pool, nil
+}
+
+// Fleet reports whether ROBOTSGATE_REDIS_URL makes this instance one of
+// a fleet.
+func (c *Config) Fleet() bool { return c.RedisURL != "" }
+
+// FleetOptions are the options of the fleet's Redis client:
+// ROBOTSGATE_REDIS_URL, ROBOTSGATE_REDIS_TIMEOUT, ROBOTSGATE_REDIS_PREFIX
+// and ROBOTSGATE_REDIS_CA_FILE.
+func (c *Config) FleetOptions(log *slog.Logger) (fleet.Options, error) {
+	roots, err := rootsWith("ROBOTSGATE_REDIS_CA_FILE", c.RedisCAFile)
+	if err != nil {
+		return fleet.Options{}, err
+	}
+	return fleet.Options{URL: c.RedisURL, Timeout: c.RedisTimeout, Prefix: c.RedisPrefix, RootCAs: roots, Logger: log}, nil
+}
+
+// ClaimTTL is how long one instance of a fleet may hold the fetch of an
+// origin's robots.txt before another takes it over: the whole fetch,
+// plus the Redis round trips around it.
+func (c *Config) ClaimTTL() time.Duration {
+	return c.FetchTimeout + 2*c.RedisTimeout + time.Second
 }
 
 // Destinations is the policy of ROBOTSGATE_DENY_DESTINATIONS.

@@ -138,7 +138,7 @@ func (p *proxyProcess) waitHealthy() {
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && string(body) == "ok\n" {
+			if resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), "ok\n") {
 				return
 			}
 			err = fmt.Errorf("status %d, body %q", resp.StatusCode, body)
@@ -467,6 +467,8 @@ type auditRecord struct {
 	CrawlDelayLine   int     `json:"crawl_delay_line"`
 	Pace             string  `json:"pace"`
 	WaitedMS         float64 `json:"waited_ms"`
+	// Where robots.txt came from: hit, loaded, stale, shared (issue 12).
+	RobotsCache string `json:"robots_cache"`
 }
 
 // alwaysInAudit are the fields every record carries, even when empty.

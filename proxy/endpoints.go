@@ -20,7 +20,12 @@ func (s *Server) newEndpoints() http.Handler {
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		// Still "ok" while the fleet's Redis is away: the instance serves
+		// alone, and a restart would not bring Redis back.
 		fmt.Fprintln(w, "ok")
+		if s.opts.Fleet != nil {
+			fmt.Fprintln(w, s.opts.Fleet.HealthDetail())
+		}
 	})
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

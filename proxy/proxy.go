@@ -77,8 +77,21 @@ type Options struct {
 	Destinations *destination.Policy
 	Upstream     UpstreamOptions
 	Client       ClientLimits
+	// Fleet is the state this instance shares with a fleet (Redis): its
+	// health is shown at /healthz and its metrics are served; nil for an
+	// instance that works alone.
+	Fleet FleetState
 	Logger       *slog.Logger
 	Version      string
+}
+
+// FleetState is what an instance shares with the rest of its fleet
+// (package cache/fleet keeps it in Redis).
+type FleetState interface {
+	// HealthDetail is one line for /healthz saying whether the state is
+	// shared right now or this instance works alone, and since when.
+	HealthDetail() string
+	prometheus.Collector
 }
 
 // ClientLimits bound what one client can make the proxy hold. Zero values
@@ -187,6 +200,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Pacer != nil {
 		collected = append(collected, opts.Pacer)
+	}
+	if opts.Fleet != nil {
+		collected = append(collected, opts.Fleet)
 	}
 	s.metrics = newMetrics(opts.Version, collected...)
 	opts.Audit.Watch(s.auditStateChanged)
