@@ -77,11 +77,10 @@ type Client struct {
 	ops     [opCount][resultCount]atomic.Uint64
 	descs   descs
 
-	// wentDown wakes the prober; stop ends it and any PING in flight.
-	wentDown chan struct{}
-	stopCtx  context.Context
-	stop     context.CancelFunc
-	probed   chan struct{}
+	// stop ends the prober and any PING in flight.
+	stopCtx context.Context
+	stop    context.CancelFunc
+	probed  chan struct{}
 }
 
 // Status is what a Client knows of Redis.
@@ -141,24 +140,22 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 
 	stopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	c := &Client{
-		rdb:      redis.NewClient(ro),
-		timeout:  opts.Timeout,
-		every:    opts.RetryEvery,
-		prefix:   opts.Prefix,
-		addr:     ro.Addr + " db " + strconv.Itoa(ro.DB),
-		tls:      ro.TLSConfig != nil,
-		log:      opts.Logger,
-		scripts:  newScripts(),
-		descs:    newDescs(),
-		wentDown: make(chan struct{}, 1),
-		stopCtx:  stopCtx,
-		stop:     stop,
-		probed:   make(chan struct{}),
+		rdb:     redis.NewClient(ro),
+		timeout: opts.Timeout,
+		every:   opts.RetryEvery,
+		prefix:  opts.Prefix,
+		addr:    ro.Addr + " db " + strconv.Itoa(ro.DB),
+		tls:     ro.TLSConfig != nil,
+		log:     opts.Logger,
+		scripts: newScripts(),
+		descs:   newDescs(),
+		stopCtx: stopCtx,
+		stop:    stop,
+		probed:  make(chan struct{}),
 	}
 	c.since = time.Now()
 	if err := c.ping(ctx); err != nil {
 		c.lastErr = err.Error()
-		c.wentDown <- struct{}{}
 		c.log.Warn(msgDown, "addr", c.addr, "err", err)
 	} else {
 		c.up.Store(true)
@@ -184,7 +181,20 @@ func (l goRedisLog) Printf(ctx context.Context, format string, args ...any) {
 const (
 	msgUp   = "redis reachable: robots.txt and crawl schedules are shared with the fleet"
 	msgDown = "redis unreachable: this instance keeps robots.txt and crawl schedules to itself until it returns"
+	msgBack = "redis reachable again: robots.txt and crawl schedules are shared with the fleet once more"
 )
+
+// HealthDetail is the state of Redis as one line for /healthz. It leaves
+// out the address and the error, which /healthz would tell anyone who can
+// reach the proxy; the log has them.
+func (c *Client) HealthDetail() string {
+	s := c.Status()
+	since := s.Since.UTC().Format(time.RFC3339)
+	if s.Up {
+		return "redis: shared with the fleet since " + since
+	}
+	return "redis: unreachable since " + since + "; this instance works alone and tries Redis again every " + c.every.String()
+}
 
 // Close stops looking for Redis and closes the connections.
 func (c *Client) Close() error {
@@ -257,33 +267,28 @@ func (c *Client) markDown(err error) {
 	c.since, c.lastErr = time.Now(), err.Error()
 	c.changes.Add(1)
 	c.log.Warn(msgDown, "addr", c.addr, "err", err)
-	select {
-	case c.wentDown <- struct{}{}:
-	default:
-	}
 }
 
-// probe PINGs Redis every RetryEvery while it is down, and marks it up at
-// the first answer.
+// probe PINGs Redis every RetryEvery: while it is up, so that an
+// instance with nothing to ask Redis still notices it leave; while it is
+// down, to mark it up at the first answer.
 func (c *Client) probe() {
 	defer close(c.probed)
+	tick := time.NewTicker(c.every)
+	defer tick.Stop()
 	for {
 		select {
 		case <-c.stopCtx.Done():
 			return
-		case <-c.wentDown:
+		case <-tick.C:
 		}
-		tick := time.NewTicker(c.every)
-		for !c.up.Load() {
-			select {
-			case <-c.stopCtx.Done():
-				tick.Stop()
-				return
-			case <-tick.C:
-			}
+		if !c.up.Load() {
 			c.tryUp()
+			continue
 		}
-		tick.Stop()
+		if err := c.ping(c.stopCtx); err != nil && c.stopCtx.Err() == nil {
+			c.markDown(err)
+		}
 	}
 }
 
@@ -302,5 +307,5 @@ func (c *Client) tryUp() {
 	c.up.Store(true)
 	c.since, c.lastErr = time.Now(), ""
 	c.changes.Add(1)
-	c.log.Info(msgUp, "addr", c.addr, "down_for", downFor.Round(time.Millisecond))
+	c.log.Info(msgBack, "addr", c.addr, "down_for", downFor.Round(time.Millisecond))
 }

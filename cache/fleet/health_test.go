@@ -259,3 +259,37 @@ func TestTLS(t *testing.T) {
 		t.Errorf("Status without the CA = %+v; want down for the certificate", st)
 	}
 }
+
+// TestIdleClientNoticesRedis: a Client nobody asks anything of still
+// notices Redis leave and come back, and /healthz's line follows.
+func TestIdleClientNoticesRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	c, logs := newClient(t, srv, fleet.Options{Timeout: testTimeout, RetryEvery: testRetryEvery})
+	if h := c.HealthDetail(); !strings.HasPrefix(h, "redis: shared with the fleet since ") {
+		t.Fatalf("HealthDetail while up = %q", h)
+	}
+	waitUp := func(up bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for c.Status().Up != up {
+			if time.Now().After(deadline) {
+				t.Fatalf("Status().Up is not %v 5s after Redis changed; status %+v", up, c.Status())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	srv.Stop()
+	waitUp(false)
+	h := c.HealthDetail()
+	if !strings.HasPrefix(h, "redis: unreachable since ") || !strings.Contains(h, "works alone") || strings.Contains(h, srv.Addr()) {
+		t.Errorf("HealthDetail while down = %q; want unreachable, working alone, without the address", h)
+	}
+	srv.Start()
+	waitUp(true)
+	if warns := logs.lines("WARN"); len(warns) != 1 || !strings.Contains(warns[0], "redis unreachable") {
+		t.Errorf("WARN lines = %q; want one, redis unreachable", warns)
+	}
+	if infos := logs.lines("INFO"); len(infos) != 2 || !strings.Contains(infos[1], "redis reachable again") {
+		t.Errorf("INFO lines = %q; want two, the last redis reachable again", infos)
+	}
+}
