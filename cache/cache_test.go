@@ -698,7 +698,7 @@ func TestFlightFindsJustStoredEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := got.(flightResult[string]); f.loaded || f.e.value != "k#1" {
+	if f := got.(flightResult[string]); f.src != SourceHit || f.e.value != "k#1" {
 		t.Errorf("flight = %+v, want the stored entry, not a load", f)
 	}
 	if n := o.count("k"); n != 1 {

@@ -39,7 +39,7 @@ robotsgate_robots_cache_evictions_total 0
 # TYPE robotsgate_robots_cache_loads_total counter
 robotsgate_robots_cache_loads_total{outcome="ok"} 2
 robotsgate_robots_cache_loads_total{outcome="unreachable"} 1
-# HELP robotsgate_robots_cache_lookups_total Cache lookups, by result (hit: fresh value in memory; miss: waited for a load; stale: loads failing, last good value served).
+# HELP robotsgate_robots_cache_lookups_total Cache lookups, by result (hit: fresh value in memory; miss: waited for a load; stale: loads failing, last good value served; shared: fresh value from the second level shared with other processes).
 # TYPE robotsgate_robots_cache_lookups_total counter
 robotsgate_robots_cache_lookups_total{result="hit"} 1
 robotsgate_robots_cache_lookups_total{result="miss"} 2
