@@ -120,7 +120,7 @@ type Info struct {
 	ExpiresAt time.Time
 }
 
-// Stats is a snapshot of the cache's counters since New.
+// Stats is a snapshot of the cache's counters since New (or NewShared).
 //
 // Every Get is counted exactly once, in Hits, Misses, StaleServes or
 // SharedHits, by the Source it returned, so
@@ -193,6 +193,10 @@ const (
 // past both its next reload time and the end of its stale-serving horizon,
 // plus Options.MaxRetryAfter so that the failure count of a key that keeps
 // failing survives between retries. Ristretto's TTL drops it then.
+//
+// A Cache made by NewShared has a second level, a Store shared with the
+// Caches of other processes, which it consults when it holds no fresh
+// value.
 type Cache[V any] struct {
 	opts    Options
 	load    LoadFunc[V]
@@ -308,7 +312,9 @@ func (c *Cache[V]) ristrettoConfig(maxCost int64) *ristretto.Config[string, *ent
 func (c *Cache[V]) Options() Options { return c.opts }
 
 // Get returns the value for key: from memory while it is fresh, otherwise
-// after a load (one per key at a time; concurrent Gets wait for it). The
+// after a load (one per key at a time; concurrent Gets wait for it), or,
+// with a second level (NewShared), from the Store, where another process
+// may have loaded it (a Get may then wait for that process's load). The
 // error is non-nil only when ctx ends before a value is available (it wraps
 // ctx.Err(); the load goes on for the other callers) or when the LoadFunc
 // panicked (it wraps ErrLoadPanicked).

@@ -923,7 +923,7 @@ func TestAdmissionWindow(t *testing.T) {
 }
 
 func TestSourceString(t *testing.T) {
-	for s, want := range map[Source]string{SourceHit: "hit", SourceLoaded: "loaded", SourceStale: "stale", 0: "Source(0)"} {
+	for s, want := range map[Source]string{SourceHit: "hit", SourceLoaded: "loaded", SourceStale: "stale", SourceShared: "shared", 0: "Source(0)"} {
 		if got := s.String(); got != want {
 			t.Errorf("Source(%d).String() = %q, want %q", s, got, want)
 		}

@@ -137,6 +137,8 @@ type unavailableError struct{ err error }
 
 func (e unavailableError) Error() string { return e.err.Error() }
 
+func (e unavailableError) Unwrap() error { return e.err }
+
 // refreshShared is refresh for a Cache with a second level, given the entry
 // this process holds (expired, or nil).
 func (c *Cache[V]) refreshShared(ctx context.Context, key string, local *entry[V], localInMain bool) (flightResult[V], error) {
@@ -234,10 +236,11 @@ func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], local
 // loadShared loads key, stores the result in memory and puts it in the
 // Store, unless Result.Shared is nil, then calls release to end the claim
 // it loaded under. After a failed Put it leaves the claim to expire rather
-// than make the Get wait for one more call to a failing Store. The load settles against both the
-// entry this process holds (local) and the Store's (shared): the failure
-// count comes from the one loaded last, the good value from the newest
-// good one of both.
+// than make the Get wait for one more call to a failing Store.
+//
+// The load settles against both the entry this process holds (local) and
+// the Store's (shared, nil if none): the failure count comes from the one
+// loaded last, the good value from the newest good one of both.
 //
 // A stale entry is put with its good value only if that value came from
 // the Store, in the encoding the Store gave: a good value this process

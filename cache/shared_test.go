@@ -576,7 +576,8 @@ func TestSharedStaleIfUnreachable(t *testing.T) {
 }
 
 // TestSharedFailuresCount: each process's failed load continues the count
-// of consecutive failures, and so the backoff, where the other's left it.
+// of consecutive failures, and so the backoff, where the other's left it,
+// whether the process holds no entry or an older one of its own.
 func TestSharedFailuresCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store, o := newMemStore(), newOrigin(Result[string]{Value: "disallow all", Failed: true, Outcome: "unreachable"})
@@ -587,21 +588,24 @@ func TestSharedFailuresCount(t *testing.T) {
 		defer b.Close()
 		const key = "https://down.example:443"
 		for i, wait := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 5 * time.Minute} {
-			loader, other := a, b
+			loader := a
 			if i%2 == 1 {
-				loader, other = b, a
+				loader = b
 			}
 			info := get(t, loader, key, "disallow all", SourceLoaded)
 			if !info.Failed || info.Failures != i+1 || info.ExpiresAt.Sub(info.LoadedAt) != wait {
 				t.Errorf("failure %d: Info = %+v, want retry after %s", i+1, info, wait)
 			}
-			if info := get(t, other, key, "disallow all", SourceShared); info.Failures != i+1 {
-				t.Errorf("failure %d: the other process's Info = %+v", i+1, info)
-			}
 			time.Sleep(wait)
 		}
-		if n := o.count(key); n != 4 {
-			t.Errorf("%d loads, want 4", n)
+		if info := get(t, a, key, "disallow all", SourceLoaded); info.Failures != 5 {
+			t.Errorf("failure 5: Info = %+v", info)
+		}
+		if info := get(t, b, key, "disallow all", SourceShared); info.Failures != 5 {
+			t.Errorf("the other process's Info = %+v, want failure 5", info)
+		}
+		if n := o.count(key); n != 5 {
+			t.Errorf("%d loads, want 5", n)
 		}
 	})
 }
