@@ -161,7 +161,7 @@ func (c *Cache[V]) refreshShared(ctx context.Context, key string, local *entry[V
 // or waits for another process's load. It returns an unavailableError
 // when a Store call fails, with the entry loaded if only the Put failed.
 func (c *Cache[V]) throughStore(ctx context.Context, key string, local *entry[V], localInMain bool) (flightResult[V], error) {
-	shared, err := c.getShared(ctx, key)
+	shared, seen, err := c.getShared(ctx, key)
 	if err != nil {
 		return flightResult[V]{}, err
 	}
@@ -175,21 +175,50 @@ func (c *Cache[V]) throughStore(ctx context.Context, key string, local *entry[V]
 		return flightResult[V]{}, unavailableError{fmt.Errorf("claiming %q: %w", key, err)}
 	}
 	if claimed {
-		f, err := c.loadShared(ctx, key, local, localInMain, shared, release)
-		if err == nil {
+		f, loaded, err := c.underClaim(ctx, key, local, localInMain, shared, seen, release)
+		switch {
+		case err != nil:
+		case loaded:
 			c.shared.loaded.Add(1)
+		default:
+			c.shared.found.Add(1)
 		}
 		return f, err
 	}
-	return c.await(ctx, key, local, localInMain, shared)
+	return c.await(ctx, key, local, localInMain, shared, seen)
+}
+
+// underClaim loads key under the claim just taken, unless another process
+// put a fresh entry and released its claim between this process's look
+// (which saw an entry loaded at seen, zero for none) and its claim: then
+// that entry is taken (loaded false) and the claim released, so that a
+// fleet starting cold loads once. The extra look costs a round trip per
+// load, which is a fetch over the network anyway.
+func (c *Cache[V]) underClaim(ctx context.Context, key string, local *entry[V], localInMain bool, first *stored[V], seen time.Time, release func()) (f flightResult[V], loaded bool, err error) {
+	se, found, err := c.second.Store.Get(ctx, key)
+	if err != nil {
+		// The claim expires by itself.
+		return flightResult[V]{}, false, unavailableError{fmt.Errorf("getting %q: %w", key, err)}
+	}
+	shared := first
+	if found && !se.LoadedAt.Equal(seen) { // the entry seen was no use: only a new one is looked at
+		shared = c.decodeShared(key, se)
+		if e := c.adopt(shared, local, time.Now()); e != nil {
+			release()
+			c.store(key, e, local, localInMain)
+			return flightResult[V]{e: e, src: SourceShared}, false, nil
+		}
+	}
+	f, err = c.loadShared(ctx, key, local, localInMain, shared, release)
+	return f, true, err
 }
 
 // await waits for the process holding key's claim to put its entry,
 // polling the Store, and takes that entry. If the claim ends without one,
 // it claims the key and loads it; if the wait outlasts a claim's whole
 // life, it loads without a claim. shared is the entry the Store held
-// before the wait (nil if none or undecodable).
-func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], localInMain bool, shared *stored[V]) (flightResult[V], error) {
+// before the wait (nil if none or undecodable), loaded at seen.
+func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], localInMain bool, shared *stored[V], seen time.Time) (flightResult[V], error) {
 	// The claim seen expires within ClaimTTL: one more poll after that
 	// either finds the entry or claims the key, unless yet another
 	// process claimed it first.
@@ -201,7 +230,7 @@ func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], local
 		}
 		time.Sleep(min(interval, left))
 		var err error
-		if shared, err = c.getShared(ctx, key); err != nil {
+		if shared, seen, err = c.getShared(ctx, key); err != nil {
 			return flightResult[V]{}, err
 		}
 		// An entry fresh now is the one the claim holder put: the entry
@@ -217,9 +246,13 @@ func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], local
 			return flightResult[V]{}, unavailableError{fmt.Errorf("claiming %q: %w", key, err)}
 		}
 		if claimed {
-			f, err := c.loadShared(ctx, key, local, localInMain, shared, release)
-			if err == nil {
+			f, loaded, err := c.underClaim(ctx, key, local, localInMain, shared, seen, release)
+			switch {
+			case err != nil:
+			case loaded:
 				c.shared.takeovers.Add(1)
+			default:
+				c.shared.waited.Add(1)
 			}
 			return f, err
 		}
@@ -325,21 +358,28 @@ func newestGood[V any](local, storeGood *entry[V]) *entry[V] {
 
 // getShared returns key's entry in the Store, or nil when the Store has
 // none or its value does not decode (it is then loaded again and
-// replaced). The error is an unavailableError.
-func (c *Cache[V]) getShared(ctx context.Context, key string) (*stored[V], error) {
+// replaced), and the LoadedAt the Store gave, decodable or not (zero for
+// none). The error is an unavailableError.
+func (c *Cache[V]) getShared(ctx context.Context, key string) (*stored[V], time.Time, error) {
 	se, found, err := c.second.Store.Get(ctx, key)
 	if err != nil {
-		return nil, unavailableError{fmt.Errorf("getting %q: %w", key, err)}
+		return nil, time.Time{}, unavailableError{fmt.Errorf("getting %q: %w", key, err)}
 	}
 	if !found {
-		return nil, nil
+		return nil, time.Time{}, nil
 	}
+	return c.decodeShared(key, se), se.LoadedAt, nil
+}
+
+// decodeShared returns the entry se stands for, nil when its value does
+// not decode.
+func (c *Cache[V]) decodeShared(key string, se SharedEntry) *stored[V] {
 	value, cost, err := c.decode(key, se.Value)
 	if err != nil {
 		c.log.Warn("cache: shared entry does not decode, loading it again", "key", key, "error", err)
-		return nil, nil
+		return nil
 	}
-	return &stored[V]{e: c.fromShared(se, value, cost, time.Now()), encoded: se.Value}, nil
+	return &stored[V]{e: c.fromShared(se, value, cost, time.Now()), encoded: se.Value}
 }
 
 // decode runs the DecodeFunc, turning a panic into an error: the bytes come

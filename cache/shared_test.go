@@ -301,9 +301,10 @@ func TestSharedOneLoadForManyGets(t *testing.T) {
 		if waited := time.Since(start); waited < time.Second || waited > time.Second+maxPollInterval {
 			t.Errorf("b waited %s for a 1s load", waited)
 		}
-		// One flight per process: b asked once before it polled.
-		if claims := store.count("Claim"); claims < 2 || claims != store.count("Get")-1 {
-			t.Errorf("%d Claims and %d Gets: want one Claim per Get after b's first", claims, store.count("Get"))
+		// One flight per process: b asked once before it polled, and
+		// a looked again once it had the claim.
+		if claims := store.count("Claim"); claims < 2 || claims != store.count("Get")-2 {
+			t.Errorf("%d Claims and %d Gets: want one Claim per Get after b's first and a's second", claims, store.count("Get"))
 		}
 		if store.cancelled != 0 {
 			t.Errorf("%d store calls with an ended context", store.cancelled)
@@ -445,7 +446,8 @@ func TestSharedStoreUnavailable(t *testing.T) {
 			// call to a failing Store.
 			name:      "Put fails",
 			setup:     func(_ *testing.T, store *memStore, _ string) { store.fail("Put", true) },
-			wantCalls: map[string]int{"Get": 1, "Claim": 1, "Put": 1},
+			// Get: the first look, and the one after the claim.
+			wantCalls: map[string]int{"Get": 2, "Claim": 1, "Put": 1},
 			wantTook:  storeBound,
 		},
 		{
@@ -930,6 +932,46 @@ func TestSharedEveryGetCountedOnce(t *testing.T) {
 		}
 		if sum := s.Hits + s.Misses + s.StaleServes + s.SharedHits; sum != uint64(gets-1) {
 			t.Errorf("hits+misses+stale+shared = %d, want %d, the number of b's Gets", sum, gets-1)
+		}
+	})
+}
+
+// finishesFirst is a Store in which another process loads key, puts its
+// entry and releases its claim between a caller's look and its claim.
+type finishesFirst struct {
+	*memStore
+	other *Cache[string]
+}
+
+func (s finishesFirst) Claim(ctx context.Context, key string, ttl time.Duration) (func(), bool, error) {
+	if s.memStore.count("Claim") == 0 {
+		if _, _, err := s.other.Get(ctx, key); err != nil {
+			return nil, false, err
+		}
+	}
+	return s.memStore.Claim(ctx, key, ttl)
+}
+
+// TestSharedLooksAgainUnderClaim: a process that wins the claim right
+// after another released it, entry put, takes that entry: a fleet
+// starting cold loads once.
+func TestSharedLooksAgainUnderClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, o := newMemStore(), newOrigin(Result[string]{MaxAge: time.Hour})
+		other := newProcess(t, DefaultOptions(), sharing(o, 0), store)
+		defer other.Close()
+		c := newProcess(t, DefaultOptions(), sharing(o, 0), finishesFirst{store, other})
+		defer c.Close()
+		const key = "https://example.com:443"
+		get(t, c, key, key+"#1", SourceShared)
+		if n := o.count(key); n != 1 {
+			t.Errorf("%d loads, want 1", n)
+		}
+		if store.claimed(key) {
+			t.Error("the claim taken after the other's load is still held")
+		}
+		if s := c.Stats().Shared; s != (SharedStats{Found: 1}) {
+			t.Errorf("Stats().Shared = %+v, want one entry found", s)
 		}
 	})
 }
