@@ -444,8 +444,8 @@ func TestSharedStoreUnavailable(t *testing.T) {
 		{
 			// The claim is left to expire: releasing it would be one more
 			// call to a failing Store.
-			name:      "Put fails",
-			setup:     func(_ *testing.T, store *memStore, _ string) { store.fail("Put", true) },
+			name:  "Put fails",
+			setup: func(_ *testing.T, store *memStore, _ string) { store.fail("Put", true) },
 			// Get: the first look, and the one after the claim.
 			wantCalls: map[string]int{"Get": 2, "Claim": 1, "Put": 1},
 			wantTook:  storeBound,
