@@ -76,9 +76,13 @@ const (
 	// SourceStale: a good value past its freshness, served because the
 	// loads since then failed.
 	SourceStale
+	// SourceShared: the value came fresh from the second level (see
+	// NewShared), loaded by another process or by this one earlier; no
+	// load ran for this Get.
+	SourceShared
 )
 
-// String returns "hit", "loaded" or "stale".
+// String returns "hit", "loaded", "stale" or "shared".
 func (s Source) String() string {
 	switch s {
 	case SourceHit:
@@ -87,6 +91,8 @@ func (s Source) String() string {
 		return "loaded"
 	case SourceStale:
 		return "stale"
+	case SourceShared:
+		return "shared"
 	default:
 		return fmt.Sprintf("Source(%d)", uint8(s))
 	}
@@ -114,10 +120,11 @@ type Info struct {
 	ExpiresAt time.Time
 }
 
-// Stats is a snapshot of the cache's counters since New.
+// Stats is a snapshot of the cache's counters since New (or NewShared).
 //
-// Every Get is counted exactly once, in Hits, Misses or StaleServes, by the
-// Source it returned, so Hits+Misses+StaleServes is the number of Gets.
+// Every Get is counted exactly once, in Hits, Misses, StaleServes or
+// SharedHits, by the Source it returned, so
+// Hits+Misses+StaleServes+SharedHits is the number of Gets.
 type Stats struct {
 	// Hits counts Gets that returned SourceHit: a fresh value from memory.
 	Hits uint64
@@ -130,8 +137,14 @@ type Stats struct {
 	// FailedLoads counts loads whose Result was Failed, or that panicked.
 	FailedLoads uint64
 	// StaleServes counts Gets that returned SourceStale, whether from
-	// memory or right after a failed load.
+	// memory, from the second level, or right after a failed load.
 	StaleServes uint64
+	// SharedHits counts Gets that returned SourceShared: a fresh value
+	// from the second level.
+	SharedHits uint64
+	// Shared counts how the refreshes that consulted the second level
+	// ended; all zero for a Cache without one.
+	Shared SharedStats
 	// Evictions counts entries dropped to stay within MaxBytes.
 	Evictions uint64
 	// Expirations counts entries dropped because they outlived their use
@@ -180,6 +193,10 @@ const (
 // past both its next reload time and the end of its stale-serving horizon,
 // plus Options.MaxRetryAfter so that the failure count of a key that keeps
 // failing survives between retries. Ristretto's TTL drops it then.
+//
+// A Cache made by NewShared has a second level, a Store shared with the
+// Caches of other processes, which it consults when it holds no fresh
+// value.
 type Cache[V any] struct {
 	opts    Options
 	load    LoadFunc[V]
@@ -194,7 +211,12 @@ type Cache[V any] struct {
 	closeMu sync.RWMutex
 	closed  atomic.Bool
 
+	// second is the level shared with other processes; nil for New.
+	second *SecondLevel[V]
+
 	hits, misses, staleServes, failedLoads atomic.Uint64
+	sharedHits                             atomic.Uint64
+	shared                                 sharedCounters
 	evictions, expirations                 atomic.Uint64
 	rejections, uncacheable                atomic.Uint64
 	loadsMu                                sync.Mutex
@@ -226,9 +248,11 @@ type entry[V any] struct {
 // flightResult is what one singleflight call hands to its waiters.
 type flightResult[V any] struct {
 	e *entry[V]
-	// loaded is false when the flight found a fresh entry another flight
-	// had just stored, and did not call the LoadFunc.
-	loaded bool
+	// src is SourceLoaded when the flight called the LoadFunc,
+	// SourceShared when it took a fresh entry from the second level, and
+	// SourceHit when it found a fresh entry another flight had just
+	// stored.
+	src Source
 }
 
 // New returns a Cache that calls load for keys it does not hold fresh.
@@ -288,7 +312,9 @@ func (c *Cache[V]) ristrettoConfig(maxCost int64) *ristretto.Config[string, *ent
 func (c *Cache[V]) Options() Options { return c.opts }
 
 // Get returns the value for key: from memory while it is fresh, otherwise
-// after a load (one per key at a time; concurrent Gets wait for it). The
+// after a load (one per key at a time; concurrent Gets wait for it), or,
+// with a second level (NewShared), from the Store, where another process
+// may have loaded it (a Get may then wait for that process's load). The
 // error is non-nil only when ctx ends before a value is available (it wraps
 // ctx.Err(); the load goes on for the other callers) or when the LoadFunc
 // panicked (it wraps ErrLoadPanicked).
@@ -313,10 +339,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, Info, error) {
 			return zero, Info{}, r.Err
 		}
 		f := r.Val.(flightResult[V])
-		if f.loaded {
-			return c.serve(f.e, SourceLoaded)
-		}
-		return c.serve(f.e, SourceHit)
+		return c.serve(f.e, f.src)
 	case <-ctx.Done():
 		c.misses.Add(1)
 		return zero, Info{}, fmt.Errorf("cache: get %q: %w", key, ctx.Err())
@@ -334,6 +357,8 @@ func (c *Cache[V]) serve(e *entry[V], src Source) (V, Info, error) {
 		c.staleServes.Add(1)
 	case src == SourceHit:
 		c.hits.Add(1)
+	case src == SourceShared:
+		c.sharedHits.Add(1)
 	default:
 		c.misses.Add(1)
 	}
@@ -355,22 +380,46 @@ func (c *Cache[V]) lookup(key string, now time.Time) (*entry[V], bool) {
 	return c.window.get(key, now), false
 }
 
-// refresh runs inside a singleflight call: it loads key and stores the
-// result, unless a flight that ended just before this one started already
-// stored a fresh entry (the caller missed before that store, joined no
-// flight, and must not cause a second load).
+// refresh runs inside a singleflight call: it loads key (through the
+// second level, if the Cache has one) and stores the result, unless a
+// flight that ended just before this one started already stored a fresh
+// entry (the caller missed before that store, joined no flight, and must
+// not cause a second load).
 func (c *Cache[V]) refresh(ctx context.Context, key string) (any, error) {
-	prev, prevInMain := c.lookup(key, time.Now())
-	if prev != nil && time.Now().Before(prev.info.ExpiresAt) {
-		return flightResult[V]{e: prev}, nil
+	local, localInMain := c.lookup(key, time.Now())
+	if local != nil && time.Now().Before(local.info.ExpiresAt) {
+		return flightResult[V]{e: local, src: SourceHit}, nil
 	}
+	if c.second != nil {
+		return c.refreshShared(ctx, key, local, localInMain)
+	}
+	return c.loadAlone(ctx, key, local, localInMain)
+}
+
+// loadAlone loads key and stores the result in this process only, given
+// the entry held before (nil if none).
+func (c *Cache[V]) loadAlone(ctx context.Context, key string, local *entry[V], localInMain bool) (flightResult[V], error) {
 	r, err := c.call(ctx, key)
 	if err != nil {
-		return nil, err
+		return flightResult[V]{}, err
 	}
-	e := c.settle(key, prev, r, time.Now())
-	c.store(key, e, prev, prevInMain)
-	return flightResult[V]{e: e, loaded: true}, nil
+	failures, good := history(local)
+	e := c.settle(key, failures, good, r, time.Now())
+	c.store(key, e, local, localInMain)
+	return flightResult[V]{e: e, src: SourceLoaded}, nil
+}
+
+// history returns what a load settles against from the entry held before
+// it (nil if none): the count of consecutive failures, and the entry
+// holding the last good value, nil if there is none.
+func history[V any](prev *entry[V]) (failures int, good *entry[V]) {
+	if prev == nil {
+		return 0, nil
+	}
+	if prev.goodAt.IsZero() {
+		return prev.info.Failures, nil
+	}
+	return prev.info.Failures, prev
 }
 
 // call runs the LoadFunc, turning a panic into an error: singleflight would
@@ -403,9 +452,28 @@ func (c *Cache[V]) countLoad(outcome string, failed bool) {
 	c.loadsMu.Unlock()
 }
 
-// settle turns a load result into the entry to store, given the entry held
-// before the load (nil if none).
-func (c *Cache[V]) settle(key string, prev *entry[V], r Result[V], now time.Time) *entry[V] {
+// settle turns a load result into the entry to store, given the count of
+// consecutive failures before the load and the entry holding the last good
+// value (nil if none), and logs a failed load.
+func (c *Cache[V]) settle(key string, failures int, good *entry[V], r Result[V], now time.Time) *entry[V] {
+	e := c.next(failures, good, r, now)
+	switch {
+	case e.stale:
+		c.log.Warn("cache: load failed, serving stale value",
+			"key", key, "outcome", r.Outcome, "failures", e.info.Failures,
+			"loaded_at", e.goodAt, "retry_at", e.info.ExpiresAt)
+	case e.info.Failed:
+		attrs := []any{"key", key, "outcome", r.Outcome, "failures", e.info.Failures, "retry_at", e.info.ExpiresAt}
+		if good != nil {
+			attrs = append(attrs, "stale_value_loaded_at", good.goodAt, "max_stale", c.opts.MaxStale)
+		}
+		c.log.Warn("cache: load failed, no usable stale value", attrs...)
+	}
+	return e
+}
+
+// next is the entry a load result makes, as settle describes.
+func (c *Cache[V]) next(failures int, good *entry[V], r Result[V], now time.Time) *entry[V] {
 	if !r.Failed {
 		expires := now.Add(c.freshness(r))
 		return &entry[V]{
@@ -422,41 +490,29 @@ func (c *Cache[V]) settle(key string, prev *entry[V], r Result[V], now time.Time
 		}
 	}
 
-	failures := 1
-	if prev != nil {
-		failures = prev.info.Failures + 1
-	}
+	failures++
 	retryAt := now.Add(c.backoff(failures))
-	if prev != nil && !prev.goodAt.IsZero() && now.Sub(prev.goodAt) < c.opts.MaxStale {
-		staleUntil := prev.goodAt.Add(c.opts.MaxStale)
+	if good != nil && now.Sub(good.goodAt) < c.opts.MaxStale {
+		staleUntil := good.goodAt.Add(c.opts.MaxStale)
 		expires := retryAt
 		if staleUntil.Before(expires) {
 			expires = staleUntil // the next Get past the horizon must not serve it
 		}
-		c.log.Warn("cache: load failed, serving stale value",
-			"key", key, "outcome", r.Outcome, "failures", failures,
-			"loaded_at", prev.goodAt, "retry_at", expires)
 		return &entry[V]{
-			value: prev.value,
+			value: good.value,
 			info: Info{
-				Outcome:     prev.info.Outcome,
+				Outcome:     good.info.Outcome,
 				LastOutcome: r.Outcome,
 				Failures:    failures,
-				LoadedAt:    prev.goodAt,
+				LoadedAt:    good.goodAt,
 				ExpiresAt:   expires,
 			},
 			stale:     true,
-			cost:      prev.cost,
-			goodAt:    prev.goodAt,
+			cost:      good.cost,
+			goodAt:    good.goodAt,
 			keepUntil: c.keepUntil(expires, staleUntil),
 		}
 	}
-
-	attrs := []any{"key", key, "outcome", r.Outcome, "failures", failures, "retry_at", retryAt}
-	if prev != nil && !prev.goodAt.IsZero() {
-		attrs = append(attrs, "stale_value_loaded_at", prev.goodAt, "max_stale", c.opts.MaxStale)
-	}
-	c.log.Warn("cache: load failed, no usable stale value", attrs...)
 	return &entry[V]{
 		value: r.Value,
 		info: Info{
@@ -567,6 +623,8 @@ func (c *Cache[V]) Stats() Stats {
 		Misses:      c.misses.Load(),
 		FailedLoads: c.failedLoads.Load(),
 		StaleServes: c.staleServes.Load(),
+		SharedHits:  c.sharedHits.Load(),
+		Shared:      c.shared.snapshot(),
 		Evictions:   c.evictions.Load() + c.window.evictions.Load(),
 		Expirations: c.expirations.Load() + c.window.expirations.Load(),
 		Rejections:  c.rejections.Load(),

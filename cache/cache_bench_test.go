@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -155,4 +156,53 @@ func BenchmarkAdmissionWindow(b *testing.B) {
 			b.Fatal("no put evicted")
 		}
 	})
+}
+
+// BenchmarkSharedHit measures a Get that misses memory and finds a fresh
+// entry in the second level: an in-memory Store, so this is the cache's own
+// work (a Store Get, decoding, keeping the entry in memory, serving it)
+// without the network a real Store adds. Every Get is of a key the cache
+// has not held yet.
+func BenchmarkSharedHit(b *testing.B) {
+	const keys = 1 << 13
+	store := newMemStore()
+	value := encode(strings.Repeat("x", 2048))
+	now := time.Now()
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprintf("https://host-%06d.example.com:443", i)
+		store.entries[names[i]] = memEntry{
+			e: SharedEntry{Value: value, Outcome: "ok", LastOutcome: "ok",
+				LoadedAt: now, ExpiresAt: now.Add(time.Hour), GoodAt: now},
+			until: now.Add(time.Hour),
+		}
+	}
+	second := SecondLevel[string]{Store: store, Decode: decodeValue, ClaimTTL: time.Minute}
+	fresh := func() *Cache[string] {
+		c, err := NewShared(DefaultOptions(), func(context.Context, string) Result[string] {
+			b.Error("loaded, want every value from the store")
+			return Result[string]{}
+		}, second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	c := fresh()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%keys == 0 && i > 0 { // every key is in memory now
+			b.StopTimer()
+			c.Close()
+			c = fresh()
+			b.StartTimer()
+		}
+		if _, info, err := c.Get(ctx, names[i%keys]); err != nil || info.Source != SourceShared {
+			b.Fatalf("Get = %v, %v; want a shared hit", info.Source, err)
+		}
+	}
+	b.StopTimer()
+	c.Close()
 }

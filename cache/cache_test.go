@@ -698,7 +698,7 @@ func TestFlightFindsJustStoredEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := got.(flightResult[string]); f.loaded || f.e.value != "k#1" {
+	if f := got.(flightResult[string]); f.src != SourceHit || f.e.value != "k#1" {
 		t.Errorf("flight = %+v, want the stored entry, not a load", f)
 	}
 	if n := o.count("k"); n != 1 {
@@ -923,7 +923,7 @@ func TestAdmissionWindow(t *testing.T) {
 }
 
 func TestSourceString(t *testing.T) {
-	for s, want := range map[Source]string{SourceHit: "hit", SourceLoaded: "loaded", SourceStale: "stale", 0: "Source(0)"} {
+	for s, want := range map[Source]string{SourceHit: "hit", SourceLoaded: "loaded", SourceStale: "stale", SourceShared: "shared", 0: "Source(0)"} {
 		if got := s.String(); got != want {
 			t.Errorf("Source(%d).String() = %q, want %q", s, got, want)
 		}

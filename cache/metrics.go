@@ -6,12 +6,14 @@ import "github.com/prometheus/client_golang/prometheus"
 // Options.MetricsPrefix.
 type descs struct {
 	lookups, loads, evictions, bytes, budget *prometheus.Desc
+	// shared is collected only from a Cache with a second level.
+	shared *prometheus.Desc
 }
 
 func newDescs(prefix string) descs {
 	return descs{
 		lookups: prometheus.NewDesc(prefix+"_lookups_total",
-			"Cache lookups, by result (hit: fresh value in memory; miss: waited for a load; stale: loads failing, last good value served).",
+			"Cache lookups, by result (hit: fresh value in memory; miss: waited for a load; stale: loads failing, last good value served; shared: fresh value from the second level shared with other processes).",
 			[]string{"result"}, nil),
 		loads: prometheus.NewDesc(prefix+"_loads_total",
 			"Loads of values into the cache, by outcome (as the loader labels it; panic for a load that panicked).", []string{"outcome"}, nil),
@@ -19,6 +21,9 @@ func newDescs(prefix string) descs {
 			"Entries evicted from the cache to stay within its memory budget.", nil, nil),
 		bytes:  prometheus.NewDesc(prefix+"_bytes", "Memory charged to the cache.", nil, nil),
 		budget: prometheus.NewDesc(prefix+"_budget_bytes", "The cache's memory budget.", nil, nil),
+		shared: prometheus.NewDesc(prefix+"_shared_total",
+			"Refreshes of values missing from memory through the second level shared with other processes, by how they ended (hit: fresh entry found; loaded: loaded under this process's claim; waited: took the entry another process loaded; takeover: loaded after another's claim ended without an entry; timeout: waited longer than a claim lasts, loaded without one; unavailable: the store failed, worked alone).",
+			[]string{"result"}, nil),
 	}
 }
 
@@ -27,6 +32,9 @@ func (c *Cache[V]) Describe(ch chan<- *prometheus.Desc) {
 	d := c.descs
 	for _, desc := range []*prometheus.Desc{d.lookups, d.loads, d.evictions, d.bytes, d.budget} {
 		ch <- desc
+	}
+	if c.second != nil {
+		ch <- d.shared
 	}
 }
 
@@ -37,6 +45,22 @@ func (c *Cache[V]) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(d.lookups, prometheus.CounterValue, float64(s.Hits), "hit")
 	ch <- prometheus.MustNewConstMetric(d.lookups, prometheus.CounterValue, float64(s.Misses), "miss")
 	ch <- prometheus.MustNewConstMetric(d.lookups, prometheus.CounterValue, float64(s.StaleServes), "stale")
+	if c.second != nil {
+		ch <- prometheus.MustNewConstMetric(d.lookups, prometheus.CounterValue, float64(s.SharedHits), "shared")
+		for _, r := range []struct {
+			result string
+			n      uint64
+		}{
+			{"hit", s.Shared.Found},
+			{"loaded", s.Shared.Loaded},
+			{"waited", s.Shared.Waited},
+			{"takeover", s.Shared.Takeovers},
+			{"timeout", s.Shared.Timeouts},
+			{"unavailable", s.Shared.Unavailable},
+		} {
+			ch <- prometheus.MustNewConstMetric(d.shared, prometheus.CounterValue, float64(r.n), r.result)
+		}
+	}
 	for outcome, n := range s.Loads {
 		ch <- prometheus.MustNewConstMetric(d.loads, prometheus.CounterValue, float64(n), outcome)
 	}

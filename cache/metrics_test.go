@@ -39,7 +39,7 @@ robotsgate_robots_cache_evictions_total 0
 # TYPE robotsgate_robots_cache_loads_total counter
 robotsgate_robots_cache_loads_total{outcome="ok"} 2
 robotsgate_robots_cache_loads_total{outcome="unreachable"} 1
-# HELP robotsgate_robots_cache_lookups_total Cache lookups, by result (hit: fresh value in memory; miss: waited for a load; stale: loads failing, last good value served).
+# HELP robotsgate_robots_cache_lookups_total Cache lookups, by result (hit: fresh value in memory; miss: waited for a load; stale: loads failing, last good value served; shared: fresh value from the second level shared with other processes).
 # TYPE robotsgate_robots_cache_lookups_total counter
 robotsgate_robots_cache_lookups_total{result="hit"} 1
 robotsgate_robots_cache_lookups_total{result="miss"} 2
@@ -65,6 +65,7 @@ func TestCollectNamesFollowPrefix(t *testing.T) {
 		"cache_evictions_total": 1,
 		"cache_bytes":           1,
 		"cache_budget_bytes":    1,
+		"cache_shared_total":    0, // no second level
 	} {
 		if got := testutil.CollectAndCount(c, name); got != want {
 			t.Errorf("%d %s series, want %d", got, name, want)
@@ -78,4 +79,46 @@ cache_bytes 0
 	if err := testutil.CollectAndCompare(c, strings.NewReader(closed), "cache_bytes"); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestCollectShared scrapes a cache with a second level: the lookups count
+// shared hits, and its refreshes are counted by how they ended.
+func TestCollectShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store, o := newMemStore(), newOrigin(Result[string]{})
+		c := newProcess(t, withOptions(func(o *Options) { o.MetricsPrefix = "robots_cache" }), sharing(o, 0), store)
+		defer c.Close()
+		other := newProcess(t, DefaultOptions(), sharing(o, 0), store)
+		defer other.Close()
+		get(t, c, "a", "", SourceLoaded)
+		get(t, c, "a", "", SourceHit)
+		get(t, other, "b", "", SourceLoaded)
+		get(t, c, "b", "", SourceShared)
+		store.fail("Claim", true)
+		get(t, c, "c", "", SourceLoaded)
+
+		want := `
+# HELP robots_cache_lookups_total Cache lookups, by result (hit: fresh value in memory; miss: waited for a load; stale: loads failing, last good value served; shared: fresh value from the second level shared with other processes).
+# TYPE robots_cache_lookups_total counter
+robots_cache_lookups_total{result="hit"} 1
+robots_cache_lookups_total{result="miss"} 2
+robots_cache_lookups_total{result="shared"} 1
+robots_cache_lookups_total{result="stale"} 0
+# HELP robots_cache_shared_total Refreshes of values missing from memory through the second level shared with other processes, by how they ended (hit: fresh entry found; loaded: loaded under this process's claim; waited: took the entry another process loaded; takeover: loaded after another's claim ended without an entry; timeout: waited longer than a claim lasts, loaded without one; unavailable: the store failed, worked alone).
+# TYPE robots_cache_shared_total counter
+robots_cache_shared_total{result="hit"} 1
+robots_cache_shared_total{result="loaded"} 1
+robots_cache_shared_total{result="takeover"} 0
+robots_cache_shared_total{result="timeout"} 0
+robots_cache_shared_total{result="unavailable"} 1
+robots_cache_shared_total{result="waited"} 0
+`
+		if err := testutil.CollectAndCompare(c, strings.NewReader(want), "robots_cache_lookups_total", "robots_cache_shared_total"); err != nil {
+			t.Error(err)
+		}
+		// lookups 4, loads 1 (ok), evictions, bytes, budget, shared 6
+		if n := testutil.CollectAndCount(c); n != 4+1+1+1+1+6 {
+			t.Errorf("%d series, want 14", n)
+		}
+	})
 }

@@ -12,6 +12,12 @@ import (
 // Every method must return within a short bound. An error means the store
 // is unavailable: the Cache then works alone, exactly as without a Store,
 // for that Get.
+//
+// A Cache calls it only for a key it holds no fresh value for, once per key
+// at a time: Get; if that finds no fresh entry, Claim; then, claimed, Put
+// after the load and release; not claimed, Get and Claim again every 10 to
+// 200 ms until the entry appears or the claim is won, for at most the
+// claim's ttl plus 200 ms.
 type Store interface {
 	// Get returns key's shared entry; found is false when it has none.
 	Get(ctx context.Context, key string) (e SharedEntry, found bool, err error)

@@ -8,6 +8,8 @@
 // start; an earlier one is too early and changes nothing. A schedule whose
 // time has passed says nothing a missing one would not, so schedules live
 // only while they hold a request back, and are swept as the table grows.
+// With Options.Shared, the schedules are a fleet's, kept where every
+// instance finds them; an instance paces by its own while they fail.
 package pace
 
 import (
@@ -152,15 +154,17 @@ type Options struct {
 	// MaxWait bounds how long ModeWait holds a request.
 	MaxWait time.Duration
 	// MaxConnsPerOrigin bounds the requests in flight to one origin, all
-	// identities together; 0 means no bound.
+	// identities together; 0 means no bound. It counts this Pacer's
+	// requests only, Shared or not: a fleet of n instances may have n
+	// times as many in flight.
 	MaxConnsPerOrigin int
 	// MaxSchedules bounds the schedules kept at once; 0 means
 	// DefaultMaxSchedules. Past it a new identity is Full until schedules
-	// run out.
+	// run out. It bounds this Pacer's own table, not the Shared one.
 	MaxSchedules int
 	// Shared keeps the schedules where every Pacer of a fleet finds them;
 	// nil keeps them in this process. While it fails, the Pacer keeps
-	// them itself.
+	// them itself, request by request.
 	Shared SharedSchedules
 }
 
@@ -206,6 +210,9 @@ type Pacer struct {
 	conns    [shardCount]connShard
 	waiting  atomic.Int64
 	full     atomic.Int64 // new identities turned away at MaxSchedules
+	// sharedTakes counts the requests paced by the Shared schedules;
+	// fallbacks those paced here because the Shared schedules failed.
+	sharedTakes, fallbacks atomic.Int64
 }
 
 type shard struct {
@@ -284,6 +291,9 @@ type Admission struct {
 	interval  int64
 	origin    uint64
 	holdsConn bool
+	// sharedKey names the Shared schedule slot was taken on; "" when slot
+	// is a local one, or none.
+	sharedKey string
 }
 
 // Allowed reports whether the request may go on to the origin: on time,
@@ -310,8 +320,15 @@ func (p *Pacer) Admit(ctx context.Context, origin string, who Identity, d Delay)
 		deadline = time.Now().Add(p.opts.MaxWait)
 	}
 	if d.Interval > 0 {
-		a.key, a.interval = p.scheduleKey(origin, who), int64(d.Interval)
-		if !p.takeSlot(ctx, &a) {
+		a.interval = int64(d.Interval)
+		var goOn bool
+		if p.opts.Shared != nil {
+			goOn = p.takeSharedSlot(ctx, &a, origin, who)
+		} else {
+			a.key = p.scheduleKey(origin, who)
+			goOn = p.takeSlot(ctx, &a)
+		}
+		if !goOn {
 			return a
 		}
 	}
@@ -325,14 +342,21 @@ func (p *Pacer) Admit(ctx context.Context, origin string, who Identity, d Delay)
 // now is the monotonic time in the schedules' unit.
 func (p *Pacer) now() int64 { return int64(time.Since(p.base)) }
 
+// schedule is the name who's schedules go by and its kind: 'c' for a
+// credential's name, 't' for a product token, which is compared in lower
+// case.
+func (who Identity) schedule() (name string, kind byte) {
+	if who.Credential != "" {
+		return who.Credential, 'c'
+	}
+	return who.Token, 't'
+}
+
 func (p *Pacer) scheduleKey(origin string, who Identity) uint64 {
 	var h maphash.Hash
 	h.SetSeed(p.seed)
 	h.WriteString(origin)
-	name, kind := who.Token, byte('t')
-	if who.Credential != "" {
-		name, kind = who.Credential, 'c'
-	}
+	name, kind := who.schedule()
 	h.WriteByte(0)
 	h.WriteByte(kind)
 	for i := 0; i < len(name); i++ {
@@ -343,6 +367,27 @@ func (p *Pacer) scheduleKey(origin string, who Identity) uint64 {
 		h.WriteByte(c)
 	}
 	return h.Sum64()
+}
+
+// sharedKey names who's schedule at origin in the Shared schedules:
+// origin, a zero byte, the kind and the name, a token in lower case, as
+// scheduleKey hashes them but with no seed, so that every process of a
+// fleet names it alike.
+func sharedKey(origin string, who Identity) string {
+	name, kind := who.schedule()
+	var b strings.Builder
+	b.Grow(len(origin) + 2 + len(name))
+	b.WriteString(origin)
+	b.WriteByte(0)
+	b.WriteByte(kind)
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if kind == 't' && 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // takeSlot takes the next start of a's schedule, holding the request for
@@ -375,7 +420,45 @@ func (p *Pacer) takeSlot(ctx context.Context, a *Admission) bool {
 	a.slot = next
 	s.next[a.key] = next + a.interval
 	s.mu.Unlock()
+	return p.hold(ctx, a, early)
+}
 
+// takeSharedSlot is takeSlot on the Shared schedule of who at origin. When
+// the Shared schedules fail, this request is paced by the Pacer's own
+// schedule instead; when its client went away meanwhile, it goes no
+// further.
+func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string, who Identity) bool {
+	key := sharedKey(origin, who)
+	var maxWait time.Duration
+	if p.opts.Mode == ModeWait {
+		maxWait = p.opts.MaxWait
+	}
+	slot, early, taken, err := p.opts.Shared.Take(ctx, key, time.Duration(a.interval), maxWait)
+	if err != nil {
+		if ctx.Err() != nil {
+			a.Outcome = Gone
+			return false
+		}
+		p.fallbacks.Add(1)
+		a.key = p.scheduleKey(origin, who)
+		return p.takeSlot(ctx, a)
+	}
+	p.sharedTakes.Add(1)
+	if !taken {
+		// As for a local schedule: nothing is reserved, even in ModeAudit.
+		a.Outcome, a.RetryAfter = TooEarly, early
+		return p.opts.Mode == ModeAudit
+	}
+	a.slot, a.sharedKey = slot, key
+	if early <= 0 {
+		return true
+	}
+	return p.hold(ctx, a, early)
+}
+
+// hold holds a's request for early, until the slot it took; false when its
+// client went away first, the slot given back.
+func (p *Pacer) hold(ctx context.Context, a *Admission, early time.Duration) bool {
 	p.waiting.Add(1)
 	defer p.waiting.Add(-1)
 	timer := time.NewTimer(early)
@@ -385,7 +468,7 @@ func (p *Pacer) takeSlot(ctx context.Context, a *Admission) bool {
 		a.Outcome, a.Waited = Waited, early
 		return true
 	case <-ctx.Done():
-		p.giveBack(a)
+		p.giveBack(ctx, a)
 		a.Outcome = Gone
 		return false
 	}
@@ -417,8 +500,16 @@ func (s *shard) makeRoom(now int64, limit int) bool {
 
 // giveBack frees a's slot when nobody took a later one: the next request
 // may have it. Otherwise the later ones keep their starts, and the origin
-// just sees a longer gap.
-func (p *Pacer) giveBack(a *Admission) {
+// just sees a longer gap. A Shared slot is given back even when ctx, the
+// request's, has ended: its client going away is often why.
+func (p *Pacer) giveBack(ctx context.Context, a *Admission) {
+	if a.sharedKey != "" {
+		// An error leaves the slot taken, which costs the origin no more
+		// than a longer gap either.
+		_ = p.opts.Shared.GiveBack(context.WithoutCancel(ctx), a.sharedKey, a.slot, time.Duration(a.interval))
+		a.sharedKey, a.slot = "", -1
+		return
+	}
 	if a.slot < 0 {
 		return
 	}
@@ -458,7 +549,7 @@ func (p *Pacer) takeConn(ctx context.Context, a *Admission, deadline time.Time) 
 		left := time.Until(deadline)
 		if p.opts.Mode != ModeWait || left <= 0 {
 			c.mu.Unlock()
-			p.giveBack(a)
+			p.giveBack(ctx, a)
 			a.Outcome, a.RetryAfter = Busy, busyRetry
 			return
 		}
@@ -490,7 +581,7 @@ func (p *Pacer) takeConn(ctx context.Context, a *Admission, deadline time.Time) 
 		c.put(a.origin, e)
 		if gone {
 			c.mu.Unlock()
-			p.giveBack(a)
+			p.giveBack(ctx, a)
 			a.Outcome = Gone
 			return
 		}
@@ -531,7 +622,7 @@ func (a *Admission) Undo() {
 	if a.p == nil {
 		return
 	}
-	a.p.giveBack(a)
+	a.p.giveBack(context.Background(), a)
 	a.Done()
 }
 
@@ -543,13 +634,22 @@ var (
 		"Requests held now for their slot or for a connection (ROBOTSGATE_CRAWL_DELAY=wait).", nil, nil)
 	fullDesc = prometheus.NewDesc("robotsgate_pace_schedules_full_total",
 		"Requests of a new identity that found the schedule table full.", nil, nil)
+	sharedTakesDesc = prometheus.NewDesc("robotsgate_pace_shared_takes_total",
+		"Requests paced by the schedules the fleet shares.", nil, nil)
+	fallbacksDesc = prometheus.NewDesc("robotsgate_pace_shared_fallbacks_total",
+		"Requests paced by this instance alone because the schedules the fleet shares failed.", nil, nil)
 )
 
-// Describe implements prometheus.Collector.
+// Describe implements prometheus.Collector. The shared schedules' metrics
+// are there only when the Pacer has Shared schedules.
 func (p *Pacer) Describe(ch chan<- *prometheus.Desc) {
 	ch <- schedulesDesc
 	ch <- waitingDesc
 	ch <- fullDesc
+	if p.opts.Shared != nil {
+		ch <- sharedTakesDesc
+		ch <- fallbacksDesc
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -557,6 +657,10 @@ func (p *Pacer) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(schedulesDesc, prometheus.GaugeValue, float64(p.Schedules()))
 	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(p.waiting.Load()))
 	ch <- prometheus.MustNewConstMetric(fullDesc, prometheus.CounterValue, float64(p.full.Load()))
+	if p.opts.Shared != nil {
+		ch <- prometheus.MustNewConstMetric(sharedTakesDesc, prometheus.CounterValue, float64(p.sharedTakes.Load()))
+		ch <- prometheus.MustNewConstMetric(fallbacksDesc, prometheus.CounterValue, float64(p.fallbacks.Load()))
+	}
 }
 
 // Schedules counts the schedules that still hold a request back.

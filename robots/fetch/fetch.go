@@ -131,6 +131,11 @@ type Options struct {
 	// finds no room within its Timeout ends unreachable. Zero or less means
 	// DefaultMaxConcurrent.
 	MaxConcurrent int
+	// Share makes [Fetcher.Load] encode each result for a fleet's shared
+	// store (cache.Result.Shared), which [Fetcher.Decode] reads back: the
+	// body as fetched, parsed again by each instance. Off, nothing is
+	// encoded and no copy of the body outlives the fetch.
+	Share bool
 	// Logger receives a debug record per fetch made by [Fetcher.Load]; nil
 	// discards them.
 	Logger *slog.Logger
@@ -278,7 +283,15 @@ func (r *Result) RetainedBytes() int64 {
 // fails: every way a fetch can go wrong is an outcome, described by Err
 // and Detail. It ends within the Timeout, or sooner when ctx ends.
 func (f *Fetcher) Fetch(ctx context.Context, origin string) *Result {
+	res, _ := f.fetchBody(ctx, origin)
+	return res
+}
+
+// fetchBody is Fetch that also returns the body it parsed, nil unless the
+// outcome is OK: what [Fetcher.Load] encodes for a shared store.
+func (f *Fetcher) fetchBody(ctx context.Context, origin string) (*Result, []byte) {
 	start := time.Now()
+	var body []byte
 	res := &Result{Origin: origin}
 	if canonical, err := robots.OriginOf(origin); err != nil {
 		res.fail(robots.OutcomeUnreachable, "robots.txt: invalid origin", fmt.Errorf("robots.txt fetch: %w", err))
@@ -286,7 +299,7 @@ func (f *Fetcher) Fetch(ctx context.Context, origin string) *Result {
 		res.Origin = canonical
 		ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 		if f.takeSlot(ctx) {
-			f.fetch(ctx, res)
+			body = f.fetch(ctx, res)
 			<-f.slots
 		} else if err := ctx.Err(); errors.Is(err, context.Canceled) {
 			res.failNetwork(fmt.Errorf("robots.txt fetch of %s: %w", canonical, err))
@@ -298,7 +311,7 @@ func (f *Fetcher) Fetch(ctx context.Context, origin string) *Result {
 	}
 	res.FetchedAt = time.Now()
 	res.Duration = res.FetchedAt.Sub(start)
-	return res
+	return res, body
 }
 
 // takeSlot waits for room among the fetches under way until ctx ends; a
@@ -327,8 +340,9 @@ func (r *Result) failNetwork(err error) {
 }
 
 // fetch requests robots.txt of res.Origin, canonical by now, and follows
-// redirects until an answer decides the outcome.
-func (f *Fetcher) fetch(ctx context.Context, res *Result) {
+// redirects until an answer decides the outcome. It returns the body parsed,
+// nil when none was.
+func (f *Fetcher) fetch(ctx context.Context, res *Result) []byte {
 	scheme, host, _ := strings.Cut(res.Origin, "://")
 	target := &url.URL{Scheme: scheme, Host: host, Path: "/robots.txt"}
 	seen := make([]string, 0, MaxRedirects+1)
@@ -338,20 +352,20 @@ func (f *Fetcher) fetch(ctx context.Context, res *Result) {
 		resp, err := f.get(ctx, target)
 		if err != nil {
 			res.failNetwork(fmt.Errorf("fetch %s: %w", res.FinalURL, err))
-			return
+			return nil
 		}
 		res.Status = resp.StatusCode
 		res.Freshness = freshnessOf(resp.Header, time.Now())
 		code := resp.StatusCode
 		if 200 <= code && code <= 299 {
-			f.readRules(resp, res)
+			body := f.readRules(resp, res)
 			resp.Body.Close()
-			return
+			return body
 		}
 		drain(resp)
 		if !isRedirect(code) {
 			f.judgeStatus(res)
-			return
+			return nil
 		}
 		next, err := redirectTarget(target, resp.Header.Get("Location"))
 		switch {
@@ -372,7 +386,7 @@ func (f *Fetcher) fetch(ctx context.Context, res *Result) {
 			target = next
 			continue
 		}
-		return
+		return nil
 	}
 }
 
@@ -392,18 +406,20 @@ func (f *Fetcher) get(ctx context.Context, u *url.URL) (*http.Response, error) {
 	return f.transport.RoundTrip(req)
 }
 
-// readRules reads a 2xx body up to the parse limit and parses it. A body
-// cut short by the network is no robots.txt: unreachable.
-func (f *Fetcher) readRules(resp *http.Response, res *Result) {
+// readRules reads a 2xx body up to the parse limit and parses it, and
+// returns the body parsed. A body cut short by the network is no
+// robots.txt: unreachable, and nil.
+func (f *Fetcher) readRules(resp *http.Response, res *Result) []byte {
 	body, err := readLimited(resp.Body, f.opts.MaxBytes+1, resp.ContentLength)
 	res.Bytes = len(body)
 	if err != nil {
 		res.failNetwork(fmt.Errorf("read body of %s: %w", res.FinalURL, err))
-		return
+		return nil
 	}
 	res.Truncated = len(body) > f.opts.MaxBytes
 	res.Outcome = robots.OutcomeOK
 	res.Robots = f.parser.Parse(body)
+	return body
 }
 
 // judgeStatus decides the outcome of an answer that is neither 2xx nor a

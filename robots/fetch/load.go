@@ -2,6 +2,8 @@ package fetch
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
 
 	"robotsgate/cache"
@@ -13,9 +15,10 @@ import (
 // good copy fetched before keeps being obeyed, and the fetch is retried
 // soon); any other outcome is kept for as long as the origin's
 // Cache-Control or Expires asks, within the cache's bounds. Each fetch is
-// logged at debug level.
+// logged at debug level. With [Options.Share] the result is also encoded
+// for a fleet's shared store (see [Fetcher.Decode]).
 func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result] {
-	res := f.Fetch(ctx, origin)
+	res, body := f.fetchBody(ctx, origin)
 	if log := f.opts.Logger; log.Enabled(ctx, slog.LevelDebug) {
 		log.DebugContext(ctx, "fetched robots.txt", "origin", origin, "outcome", res.Outcome.String(),
 			"status", res.Status, "bytes", res.Bytes, "truncated", res.Truncated,
@@ -31,5 +34,25 @@ func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result]
 	if ttl, ok := res.Freshness.TTL(); ok {
 		r.MaxAge, r.NoStore = ttl, ttl <= 0
 	}
+	if f.opts.Share {
+		r.Shared = f.share(ctx, origin, res, body)
+	}
 	return r
+}
+
+// share encodes res, loaded for the key origin, for a shared store, or
+// returns nil when other instances must not have it: a connection this
+// instance's destination policy refused says nothing of the origin, and
+// another instance may have another policy; a result under a key that is
+// not its canonical origin would never decode.
+func (f *Fetcher) share(ctx context.Context, origin string, res *Result, body []byte) []byte {
+	if errors.Is(res.Err, fs.ErrPermission) || res.Origin != origin {
+		return nil
+	}
+	data, err := encodeShared(res, body)
+	if err != nil {
+		f.opts.Logger.WarnContext(ctx, "robots.txt kept in this instance only", "origin", origin, "err", err)
+		return nil
+	}
+	return data
 }

@@ -1,0 +1,311 @@
+// Package fleet keeps the state a fleet of robotsgate instances shares in
+// Redis: robots.txt entries (a cache.Store) and crawl schedules (a
+// pace.SharedSchedules). When Redis fails, it says so at once and the
+// callers work alone: every operation after a failure is refused without
+// touching the network until a background PING finds Redis again.
+//
+// Any Redis from 5.0 on will do, or a server that speaks its protocol and
+// Lua scripts.
+package fleet
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultTimeout    = 200 * time.Millisecond
+	DefaultRetryEvery = time.Second
+	DefaultPrefix     = "robotsgate:"
+)
+
+// ErrUnavailable is wrapped by the error of every operation refused because
+// Redis is down: the caller works alone, without having waited.
+var ErrUnavailable = errors.New("redis is unavailable")
+
+// Options configure a Client.
+type Options struct {
+	// URL is redis://[user:password@]host[:port][/db], or rediss:// for
+	// TLS (see CheckURL).
+	URL string
+	// Timeout bounds each operation, dial, write and read together; 0
+	// means DefaultTimeout. A fleet falls back to working alone rather
+	// than wait on Redis, so it is short.
+	Timeout time.Duration
+	// RetryEvery is how often a PING looks for Redis while it is down; 0
+	// means DefaultRetryEvery.
+	RetryEvery time.Duration
+	// Prefix starts every key; "" means DefaultPrefix.
+	Prefix string
+	// RootCAs verify a rediss:// server; nil means the system's roots.
+	RootCAs *x509.CertPool
+	// Logger receives one line each time Redis goes down or comes back.
+	Logger *slog.Logger
+}
+
+// Client is a connection to the fleet's Redis that knows whether Redis is
+// up. It is safe for concurrent use, and a prometheus.Collector.
+type Client struct {
+	rdb     *redis.Client
+	timeout time.Duration
+	every   time.Duration
+	prefix  string
+	addr    string
+	tls     bool
+	log     *slog.Logger
+	scripts scripts
+
+	// up is read by every operation; mu orders the changes, so that each
+	// is logged once.
+	up      atomic.Bool
+	mu      sync.Mutex
+	since   time.Time
+	lastErr string
+	changes atomic.Uint64
+	ops     [opCount][resultCount]atomic.Uint64
+	descs   descs
+
+	// stop ends the prober and any PING in flight.
+	stopCtx context.Context
+	stop    context.CancelFunc
+	probed  chan struct{}
+}
+
+// Status is what a Client knows of Redis.
+type Status struct {
+	// Up: operations go to Redis; down, they are refused at once.
+	Up bool
+	// Since is when Redis last went up or down (or New, without change).
+	Since time.Time
+	// Addr is "host:port db N": never the password.
+	Addr string
+	// TLS: the connection is rediss://.
+	TLS bool
+	// LastError is the latest failure while down.
+	LastError string
+}
+
+// New connects to Redis as opts say. It fails only for bad options: it
+// PINGs Redis once, within Timeout, and whatever the answer, returns a
+// Client that is up or down accordingly and logs which. Close releases it.
+func New(ctx context.Context, opts Options) (*Client, error) {
+	ro, err := parseURL(opts.URL)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.RetryEvery <= 0 {
+		opts.RetryEvery = DefaultRetryEvery
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if ro.TLSConfig != nil {
+		ro.TLSConfig.RootCAs = opts.RootCAs
+	}
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = opts.Timeout, opts.Timeout, opts.Timeout, opts.Timeout
+	ro.ContextTimeoutEnabled = true
+	// A fast failure matters more than a retry: the caller has a way to
+	// work alone, and a script or claim run twice is not the same as once.
+	ro.MaxRetries = -1
+	ro.DialerRetries = 1
+	// RESP2 is all these commands need, and what every Redis-compatible
+	// server speaks; RESP3 would bring push messages and maintenance
+	// notices (one more command per connection) this Client has no use for.
+	ro.Protocol = 2
+	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	// go-redis prints some failures itself, a failed dial for one, to
+	// stderr, where they would break the lines of a JSON log. Its logger is
+	// one for the whole process, and robotsgate runs one Client: its
+	// Logger gets them, at Debug, as the Client reports Redis's state
+	// itself, once per change.
+	redis.SetLogger(goRedisLog{opts.Logger})
+
+	stopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	c := &Client{
+		rdb:     redis.NewClient(ro),
+		timeout: opts.Timeout,
+		every:   opts.RetryEvery,
+		prefix:  opts.Prefix,
+		addr:    ro.Addr + " db " + strconv.Itoa(ro.DB),
+		tls:     ro.TLSConfig != nil,
+		log:     opts.Logger,
+		scripts: newScripts(),
+		descs:   newDescs(),
+		stopCtx: stopCtx,
+		stop:    stop,
+		probed:  make(chan struct{}),
+	}
+	c.since = time.Now()
+	if err := c.ping(ctx); err != nil {
+		c.lastErr = err.Error()
+		c.log.Warn(msgDown, "addr", c.addr, "err", err)
+	} else {
+		c.up.Store(true)
+		c.log.Info(msgUp, "addr", c.addr)
+	}
+	go c.probe()
+	return c, nil
+}
+
+// goRedisLog passes what go-redis prints to a slog.Logger, at Debug.
+type goRedisLog struct{ log *slog.Logger }
+
+func (l goRedisLog) Printf(ctx context.Context, format string, args ...any) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if l.log.Enabled(ctx, slog.LevelDebug) {
+		l.log.DebugContext(ctx, "go-redis: "+strings.TrimPrefix(fmt.Sprintf(format, args...), "redis: "))
+	}
+}
+
+// The log lines of a change of state, one each way.
+const (
+	msgUp   = "redis reachable: robots.txt and crawl schedules are shared with the fleet"
+	msgDown = "redis unreachable: this instance keeps robots.txt and crawl schedules to itself until it returns"
+	msgBack = "redis reachable again: robots.txt and crawl schedules are shared with the fleet once more"
+)
+
+// HealthDetail is the state of Redis as one line for /healthz. It leaves
+// out the address and the error, which /healthz would tell anyone who can
+// reach the proxy; the log has them.
+func (c *Client) HealthDetail() string {
+	s := c.Status()
+	since := s.Since.UTC().Format(time.RFC3339)
+	if s.Up {
+		return "redis: shared with the fleet since " + since
+	}
+	return "redis: unreachable since " + since + "; this instance works alone and tries Redis again every " + c.every.String()
+}
+
+// Close stops looking for Redis and closes the connections.
+func (c *Client) Close() error {
+	c.stop()
+	<-c.probed
+	if err := c.rdb.Close(); err != nil {
+		return fmt.Errorf("closing redis client: %w", err)
+	}
+	return nil
+}
+
+// Status reports whether Redis is up, since when, and where it is.
+func (c *Client) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Status{Up: c.up.Load(), Since: c.since, Addr: c.addr, TLS: c.tls}
+	if !s.Up {
+		s.LastError = c.lastErr
+	}
+	return s
+}
+
+// do runs f against Redis for op within Timeout, unless Redis is down: then
+// it refuses at once, so that the caller works alone without waiting. A
+// failure marks Redis down, except when the caller gave up first: its own
+// cancellation or deadline says nothing about Redis.
+func (c *Client) do(ctx context.Context, op op, f func(ctx context.Context) error) error {
+	if !c.up.Load() {
+		c.count(op, resultSkipped)
+		return fmt.Errorf("%s: %w", op, ErrUnavailable)
+	}
+	opCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	err := f(opCtx)
+	if err == nil {
+		c.count(op, resultOK)
+		return nil
+	}
+	c.count(op, resultError)
+	if ctx.Err() == nil {
+		c.markDown(err)
+	}
+	return fmt.Errorf("%s on redis: %w", op, err)
+}
+
+// ping asks Redis whether it answers, within Timeout.
+func (c *Client) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := c.rdb.Ping(ctx).Err(); err != nil {
+		c.count(opPing, resultError)
+		return fmt.Errorf("ping: %w", err)
+	}
+	c.count(opPing, resultOK)
+	return nil
+}
+
+// markDown records that Redis failed with err, and wakes the prober, unless
+// Redis is down already or the Client is closing.
+func (c *Client) markDown(err error) {
+	if c.stopCtx.Err() != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.up.Load() {
+		return
+	}
+	c.up.Store(false)
+	c.since, c.lastErr = time.Now(), err.Error()
+	c.changes.Add(1)
+	c.log.Warn(msgDown, "addr", c.addr, "err", err)
+}
+
+// probe PINGs Redis every RetryEvery: while it is up, so that an
+// instance with nothing to ask Redis still notices it leave; while it is
+// down, to mark it up at the first answer.
+func (c *Client) probe() {
+	defer close(c.probed)
+	tick := time.NewTicker(c.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.stopCtx.Done():
+			return
+		case <-tick.C:
+		}
+		if !c.up.Load() {
+			c.tryUp()
+			continue
+		}
+		if err := c.ping(c.stopCtx); err != nil && c.stopCtx.Err() == nil {
+			c.markDown(err)
+		}
+	}
+}
+
+// tryUp PINGs Redis and, when it answers, marks it up.
+func (c *Client) tryUp() {
+	err := c.ping(c.stopCtx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		if c.stopCtx.Err() == nil {
+			c.lastErr = err.Error()
+		}
+		return
+	}
+	downFor := time.Since(c.since)
+	c.up.Store(true)
+	c.since, c.lastErr = time.Now(), ""
+	c.changes.Add(1)
+	c.log.Info(msgBack, "addr", c.addr, "down_for", downFor.Round(time.Millisecond))
+}

@@ -1,0 +1,100 @@
+package fleet
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// op names an operation on Redis, as the metrics label it.
+type op uint8
+
+const (
+	opRobotsGet op = iota
+	opRobotsPut
+	opRobotsClaim
+	opRobotsRelease
+	opPaceTake
+	opPaceGiveBack
+	opPing
+	opCount
+)
+
+func (o op) String() string {
+	switch o {
+	case opRobotsGet:
+		return "robots_get"
+	case opRobotsPut:
+		return "robots_put"
+	case opRobotsClaim:
+		return "robots_claim"
+	case opRobotsRelease:
+		return "robots_release"
+	case opPaceTake:
+		return "pace_take"
+	case opPaceGiveBack:
+		return "pace_give_back"
+	case opPing:
+		return "ping"
+	}
+	return "unknown"
+}
+
+// result is how an operation ended.
+type result uint8
+
+const (
+	resultOK      result = iota
+	resultError          // Redis failed or did not answer in time
+	resultSkipped        // refused at once while Redis was down: the caller worked alone
+	resultCount
+)
+
+func (r result) String() string {
+	switch r {
+	case resultOK:
+		return "ok"
+	case resultError:
+		return "error"
+	case resultSkipped:
+		return "skipped"
+	}
+	return "unknown"
+}
+
+func (c *Client) count(o op, r result) { c.ops[o][r].Add(1) }
+
+// descs describe the metrics a Client collects.
+type descs struct {
+	up, changes, ops *prometheus.Desc
+}
+
+func newDescs() descs {
+	return descs{
+		up: prometheus.NewDesc("robotsgate_redis_up",
+			"1 while the fleet's Redis answers; 0 while this instance works alone.", nil, nil),
+		changes: prometheus.NewDesc("robotsgate_redis_state_changes_total",
+			"Times Redis went down or came back.", nil, nil),
+		ops: prometheus.NewDesc("robotsgate_redis_operations_total",
+			"Operations on Redis, by op and result (ok; error: Redis failed or was too slow; skipped: refused at once while Redis was down, the caller worked alone).",
+			[]string{"op", "result"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Client) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.descs.up
+	ch <- c.descs.changes
+	ch <- c.descs.ops
+}
+
+// Collect implements prometheus.Collector.
+func (c *Client) Collect(ch chan<- prometheus.Metric) {
+	up := 0.0
+	if c.up.Load() {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.descs.up, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(c.descs.changes, prometheus.CounterValue, float64(c.changes.Load()))
+	for o := range opCount {
+		for r := range resultCount {
+			ch <- prometheus.MustNewConstMetric(c.descs.ops, prometheus.CounterValue, float64(c.ops[o][r].Load()), o.String(), r.String())
+		}
+	}
+}

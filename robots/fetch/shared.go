@@ -1,0 +1,267 @@
+package fetch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"robotsgate/robots"
+)
+
+// sharedVersion is the version of the encoding [Fetcher.Load] writes for a
+// shared store. [Fetcher.Decode] refuses any other, so an instance never
+// misreads what another version wrote: the entry is fetched again.
+const sharedVersion = 1
+
+// sharedHeader is a Result as a shared store keeps it, its body aside.
+// The encoding is this header as one line of JSON, then the body as
+// fetched: a body is kept raw, never escaped, and parsed again by each
+// instance, which costs microseconds and keeps the entry small and
+// independent of how a version of robotsgate lays out its parsed rules.
+type sharedHeader struct {
+	Version int    `json:"v"`
+	Origin  string `json:"origin"`
+	Outcome string `json:"outcome"`
+	Status  int    `json:"status,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+	// Err is the error's message; ErrKind says which of the package's
+	// errors it wraps, so that the decoded one matches as the original did.
+	Err       string          `json:"err,omitempty"`
+	ErrKind   string          `json:"err_kind,omitempty"`
+	Redirects int             `json:"redirects,omitempty"`
+	FinalURL  string          `json:"final_url,omitempty"`
+	Bytes     int             `json:"bytes,omitempty"`
+	Truncated bool            `json:"truncated,omitempty"`
+	FetchedAt time.Time       `json:"fetched_at"`
+	Duration  time.Duration   `json:"duration_ns"`
+	Freshness sharedFreshness `json:"freshness"`
+}
+
+// sharedFreshness is a Freshness as a shared store keeps it.
+type sharedFreshness struct {
+	MaxAge     time.Duration `json:"max_age_ns,omitempty"`
+	HasMaxAge  bool          `json:"has_max_age,omitempty"`
+	NoStore    bool          `json:"no_store,omitempty"`
+	NoCache    bool          `json:"no_cache,omitempty"`
+	Expires    time.Time     `json:"expires,omitzero"`
+	HasExpires bool          `json:"has_expires,omitempty"`
+	Date       time.Time     `json:"date"`
+	Age        time.Duration `json:"age_ns,omitempty"`
+}
+
+// Kinds of error a shared result names in ErrKind: the errors of this
+// package a Result may wrap. Any other error is kept as its message.
+const (
+	errKindStatus           = "status" // a *StatusError
+	errKindTooManyRedirects = "too_many_redirects"
+	errKindRedirectLoop     = "redirect_loop"
+	errKindBadRedirect      = "bad_redirect"
+)
+
+// errKindOf names the error of this package err wraps, "" for none.
+func errKindOf(err error) string {
+	var statusErr *StatusError
+	switch {
+	case errors.As(err, &statusErr):
+		return errKindStatus
+	case errors.Is(err, ErrTooManyRedirects):
+		return errKindTooManyRedirects
+	case errors.Is(err, ErrRedirectLoop):
+		return errKindRedirectLoop
+	case errors.Is(err, ErrBadRedirect):
+		return errKindBadRedirect
+	}
+	return ""
+}
+
+// errOfKind is the error a kind but "status" names, nil for "";
+// known is false for a kind this version does not know.
+func errOfKind(kind string) (err error, known bool) {
+	switch kind {
+	case "":
+		return nil, true
+	case errKindTooManyRedirects:
+		return ErrTooManyRedirects, true
+	case errKindRedirectLoop:
+		return ErrRedirectLoop, true
+	case errKindBadRedirect:
+		return ErrBadRedirect, true
+	}
+	return nil, false
+}
+
+// outcomeNamed is the outcome whose String is name.
+func outcomeNamed(name string) (robots.Outcome, bool) {
+	for _, o := range []robots.Outcome{robots.OutcomeOK, robots.OutcomeUnavailable, robots.OutcomeUnreachable, robots.OutcomeRestricted} {
+		if o.String() == name {
+			return o, true
+		}
+	}
+	return 0, false
+}
+
+// sharedError is a decoded Result's Err when no *StatusError decided the
+// outcome: the original's message, wrapping what the original wrapped of
+// this package's errors.
+type sharedError struct {
+	msg  string
+	kind error // nil when it wraps none
+}
+
+func (e *sharedError) Error() string { return e.msg }
+func (e *sharedError) Unwrap() error { return e.kind }
+
+// encodeShared encodes res with body, the body it parsed (nil when its
+// outcome is not OK).
+func encodeShared(res *Result, body []byte) ([]byte, error) {
+	h := sharedHeader{
+		Version:   sharedVersion,
+		Origin:    res.Origin,
+		Outcome:   res.Outcome.String(),
+		Status:    res.Status,
+		Detail:    res.Detail,
+		Redirects: res.Redirects,
+		FinalURL:  res.FinalURL,
+		Bytes:     res.Bytes,
+		Truncated: res.Truncated,
+		FetchedAt: res.FetchedAt,
+		Duration:  res.Duration,
+		Freshness: sharedFreshness{
+			MaxAge:     res.Freshness.MaxAge,
+			HasMaxAge:  res.Freshness.HasMaxAge,
+			NoStore:    res.Freshness.NoStore,
+			NoCache:    res.Freshness.NoCache,
+			Expires:    res.Freshness.Expires,
+			HasExpires: res.Freshness.HasExpires,
+			Date:       res.Freshness.Date,
+			Age:        res.Freshness.Age,
+		},
+	}
+	if res.Err != nil {
+		h.Err, h.ErrKind = res.Err.Error(), errKindOf(res.Err)
+	}
+	data, err := h.encode(body)
+	if err != nil {
+		return nil, fmt.Errorf("encode the robots.txt of %s: %w", res.Origin, err)
+	}
+	return data, nil
+}
+
+// encode writes h as one line of JSON, then body.
+func (h *sharedHeader) encode(body []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(512 + len(body))
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(h); err != nil { // the line ends with '\n'
+		return nil, err
+	}
+	buf.Write(body)
+	return buf.Bytes(), nil
+}
+
+// Decode reads back a result [Fetcher.Load] encoded for a shared store
+// (see [Options.Share]) under the key origin; it is a
+// [cache.DecodeFunc]. A body is parsed again with this Fetcher's parse
+// limit and KeepIgnored. Data that another version wrote, that belongs to
+// another origin, that this Fetcher's parse limit would not have produced,
+// or that is damaged is an error. The cost is the result's RetainedBytes.
+func (f *Fetcher) Decode(origin string, data []byte) (*Result, int64, error) {
+	res, _, err := f.decodeShared(origin, data)
+	if err != nil {
+		return nil, 0, err
+	}
+	return res, res.RetainedBytes(), nil
+}
+
+// decodeShared is Decode, also returning the body.
+func (f *Fetcher) decodeShared(origin string, data []byte) (*Result, []byte, error) {
+	head, body, found := bytes.Cut(data, []byte{'\n'})
+	if !found {
+		return nil, nil, fmt.Errorf("shared robots.txt of %s: no header line", origin)
+	}
+	var h sharedHeader
+	if err := json.Unmarshal(head, &h); err != nil {
+		return nil, nil, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
+	}
+	if err := f.checkShared(origin, &h, body); err != nil {
+		return nil, nil, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
+	}
+	outcome, _ := outcomeNamed(h.Outcome)
+	res := &Result{
+		Answer:    robots.Answer{Outcome: outcome, Detail: h.Detail},
+		Origin:    h.Origin,
+		Status:    h.Status,
+		Redirects: h.Redirects,
+		FinalURL:  h.FinalURL,
+		Bytes:     h.Bytes,
+		Truncated: h.Truncated,
+		Duration:  h.Duration,
+		FetchedAt: h.FetchedAt,
+		Freshness: Freshness{
+			MaxAge:     h.Freshness.MaxAge,
+			HasMaxAge:  h.Freshness.HasMaxAge,
+			NoStore:    h.Freshness.NoStore,
+			NoCache:    h.Freshness.NoCache,
+			Expires:    h.Freshness.Expires,
+			HasExpires: h.Freshness.HasExpires,
+			Date:       h.Freshness.Date,
+			Age:        h.Freshness.Age,
+		},
+	}
+	switch {
+	case res.Outcome == robots.OutcomeOK:
+		res.Robots = f.parser.Parse(body)
+	case h.ErrKind == errKindStatus:
+		res.Err = &StatusError{URL: h.FinalURL, Code: h.Status}
+	default:
+		kind, _ := errOfKind(h.ErrKind)
+		res.Err = &sharedError{msg: h.Err, kind: kind}
+	}
+	return res, body, nil
+}
+
+// checkShared refuses a header and body that no fetch by f under the key
+// origin could have produced.
+func (f *Fetcher) checkShared(origin string, h *sharedHeader, body []byte) error {
+	if h.Version != sharedVersion {
+		return fmt.Errorf("version %d, want %d", h.Version, sharedVersion)
+	}
+	if h.Origin != origin {
+		return fmt.Errorf("holds the robots.txt of %q", h.Origin)
+	}
+	outcome, known := outcomeNamed(h.Outcome)
+	if !known {
+		return fmt.Errorf("unknown outcome %q", h.Outcome)
+	}
+	if _, known := errOfKind(h.ErrKind); !known && h.ErrKind != errKindStatus {
+		return fmt.Errorf("unknown error kind %q", h.ErrKind)
+	}
+	switch {
+	case outcome == robots.OutcomeOK && (h.Err != "" || h.ErrKind != ""):
+		return errors.New("an error with outcome ok")
+	case outcome != robots.OutcomeOK && h.Err == "" && h.ErrKind != errKindStatus:
+		return fmt.Errorf("outcome %s without an error", h.Outcome)
+	case outcome != robots.OutcomeOK && len(body) > 0:
+		return fmt.Errorf("a body with outcome %s", h.Outcome)
+	case len(body) > f.opts.MaxBytes+1:
+		return fmt.Errorf("a body of %d bytes, past the parse limit of %d", len(body), f.opts.MaxBytes)
+	case outcome == robots.OutcomeOK && h.Bytes != len(body):
+		return fmt.Errorf("%d bytes read, but a body of %d", h.Bytes, len(body))
+	case outcome == robots.OutcomeOK && h.Truncated != (len(body) > f.opts.MaxBytes):
+		return fmt.Errorf("truncated %v at a parse limit of %d: fetched with another limit", h.Truncated, f.opts.MaxBytes)
+	case h.Bytes < 0 || h.Bytes > f.opts.MaxBytes+1:
+		return fmt.Errorf("%d bytes read, outside 0 to the parse limit of %d plus one", h.Bytes, f.opts.MaxBytes)
+	case h.Redirects < 0 || h.Redirects > MaxRedirects:
+		return fmt.Errorf("%d redirects", h.Redirects)
+	case h.Status != 0 && (h.Status < 100 || h.Status > 999):
+		return fmt.Errorf("status %d", h.Status)
+	case h.ErrKind == errKindStatus && h.Status == 0:
+		return errors.New("a status error without a status")
+	case h.Duration < 0:
+		return fmt.Errorf("duration %v", h.Duration)
+	}
+	return nil
+}
