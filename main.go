@@ -22,6 +22,7 @@ import (
 	"github.com/lmittmann/tint"
 
 	"robotsgate/cache"
+	"robotsgate/cache/fleet"
 	"robotsgate/config"
 	"robotsgate/proxy"
 	"robotsgate/proxy/audit"
@@ -185,7 +186,24 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	destinations := cfg.Destinations()
 	fetcher := fetch.New(cfg.FetchOptions(buildVersion(), roots, destinations, log.With("component", "robots-fetch")))
 	defer fetcher.Close()
-	rules, err := cache.New(cfg.CacheOptions(log.With("component", "robots-cache")), fetcher.Load)
+	shared, err := joinFleet(cfg, log)
+	if err != nil {
+		return err
+	}
+	paceOpts := cfg.PaceOptions()
+	cacheOpts := cfg.CacheOptions(log.With("component", "robots-cache"))
+	var rules *cache.Cache[*fetch.Result]
+	var fleetState proxy.FleetState
+	if shared != nil {
+		defer shared.Close()
+		fleetState = shared
+		paceOpts.Shared = shared.Schedules()
+		rules, err = cache.NewShared(cacheOpts, fetcher.Load, cache.SecondLevel[*fetch.Result]{
+			Store: shared.Robots(), Decode: fetcher.Decode, ClaimTTL: cfg.ClaimTTL(),
+		})
+	} else {
+		rules, err = cache.New(cacheOpts, fetcher.Load)
+	}
 	if err != nil {
 		return configError{fmt.Errorf("robots.txt cache: %w", err)}
 	}
@@ -200,8 +218,8 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	}
 	server, err := proxy.New(proxy.Options{
 		Mode: cfg.Mode, Rules: rules, Audit: auditLog, AuditOnError: cfg.AuditOnError, Issuer: issuer,
-		Identity: gate, Pacer: pace.New(cfg.PaceOptions()), PacePolicy: cfg.PacePolicy(), Destinations: destinations, Upstream: cfg.UpstreamOptions(roots), Client: cfg.ClientLimits(),
-		Logger: log, Version: buildVersion(),
+		Identity: gate, Pacer: pace.New(paceOpts), PacePolicy: cfg.PacePolicy(), Destinations: destinations, Upstream: cfg.UpstreamOptions(roots), Client: cfg.ClientLimits(),
+		Fleet: fleetState, Logger: log, Version: buildVersion(),
 	})
 	if err != nil {
 		return errors.Join(err, auditLog.Close())
@@ -216,7 +234,7 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	signal.Notify(hangups, syscall.SIGHUP)
 	defer signal.Stop(hangups)
 	log.Info("robotsgate listening", "version", buildVersion(), "addr", ln.Addr().String(), "mode", cfg.Mode,
-		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "crawl_delay", cfg.CrawlDelay, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String())
+		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "crawl_delay", cfg.CrawlDelay, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String(), "fleet", cfg.Fleet())
 	if proxy.ListensBeyondLoopback(ln.Addr()) {
 		switch cfg.Auth {
 		case identity.ModeOff:
@@ -231,6 +249,24 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	defer stop()
 	go reloadOnHangup(ctx, hangups, gate, auditLog, log)
 	return errors.Join(server.Run(ctx, ln, cfg.ShutdownGrace), auditLog.Close())
+}
+
+// joinFleet connects to the fleet's Redis when ROBOTSGATE_REDIS_URL is
+// set (nil otherwise). Redis being down is no error: the client works
+// alone until it answers, and says so.
+func joinFleet(cfg *config.Config, log *slog.Logger) (*fleet.Client, error) {
+	if !cfg.Fleet() {
+		return nil, nil
+	}
+	opts, err := cfg.FleetOptions(log.With("component", "redis"))
+	if err != nil {
+		return nil, configError{err}
+	}
+	client, err := fleet.New(context.Background(), opts)
+	if err != nil {
+		return nil, configError{fmt.Errorf("ROBOTSGATE_REDIS_URL: %w", err)}
+	}
+	return client, nil
 }
 
 // reloadOnHangup, on each SIGHUP until ctx ends, re-reads the credentials

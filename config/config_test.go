@@ -62,6 +62,8 @@ func defaults() Config {
 		Auth:          identity.ModeOff,
 		AuditOnError:  proxy.AuditRefuse,
 		ShutdownGrace: 10 * time.Second,
+		RedisTimeout:  200 * time.Millisecond,
+		RedisPrefix:   "robotsgate:",
 	}
 }
 
@@ -211,6 +213,12 @@ func TestLoadFromValidValues(t *testing.T) {
 			func(c *Config) { c.ClientIdleTimeout, c.MaxWait = 30*time.Second, 15*time.Second }},
 		{"crawl delay off", map[string]string{"ROBOTSGATE_CRAWL_DELAY": "off", "ROBOTSGATE_DEFAULT_CRAWL_DELAY": "0s"},
 			func(c *Config) { c.CrawlDelay = pace.ModeOff }},
+		{"a fleet", map[string]string{"ROBOTSGATE_REDIS_URL": "redis://:s3cret@redis.internal:6379/2", "ROBOTSGATE_REDIS_TIMEOUT": "50ms", "ROBOTSGATE_REDIS_PREFIX": "crawl-a:"},
+			func(c *Config) {
+				c.RedisURL, c.RedisTimeout, c.RedisPrefix = "redis://:s3cret@redis.internal:6379/2", 50*time.Millisecond, "crawl-a:"
+			}},
+		{"a fleet over TLS with its own CA", map[string]string{"ROBOTSGATE_REDIS_URL": "rediss://redis.internal", "ROBOTSGATE_REDIS_CA_FILE": bundle},
+			func(c *Config) { c.RedisURL, c.RedisCAFile = "rediss://redis.internal", bundle }},
 		{"pace settings", map[string]string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY": "1.5s", "ROBOTSGATE_MAX_CRAWL_DELAY": "24h", "ROBOTSGATE_MAX_CONNS_PER_ORIGIN": "4"},
 			func(c *Config) {
 				c.DefaultCrawlDelay, c.MaxCrawlDelay, c.MaxConnsPerOrigin = 1500*time.Millisecond, 24*time.Hour, 4
@@ -341,6 +349,20 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			"ROBOTSGATE_LISTEN", []string{`has port "http"`, "0 to 65535"}},
 		{"listen empty port", map[string]string{"ROBOTSGATE_LISTEN": "127.0.0.1:"},
 			"ROBOTSGATE_LISTEN", []string{`has port ""`}},
+		{"redis URL scheme", map[string]string{"ROBOTSGATE_REDIS_URL": "http://:s3cret@redis.internal:6379"},
+			"ROBOTSGATE_REDIS_URL", []string{"redis", "rediss"}},
+		{"redis URL database", map[string]string{"ROBOTSGATE_REDIS_URL": "redis://:s3cret@redis.internal:6379/zero"},
+			"ROBOTSGATE_REDIS_URL", []string{"zero"}},
+		{"redis timeout zero", map[string]string{"ROBOTSGATE_REDIS_URL": "redis://redis.internal", "ROBOTSGATE_REDIS_TIMEOUT": "0s"},
+			"ROBOTSGATE_REDIS_TIMEOUT", []string{`"0s" is not positive`}},
+		{"redis timeout long", map[string]string{"ROBOTSGATE_REDIS_TIMEOUT": "1m"},
+			"ROBOTSGATE_REDIS_TIMEOUT", []string{`"1m" is longer than 5s`, "holds every request"}},
+		{"redis prefix control", map[string]string{"ROBOTSGATE_REDIS_PREFIX": "a\nb"},
+			"ROBOTSGATE_REDIS_PREFIX", []string{"control characters"}},
+		{"redis CA without TLS", map[string]string{"ROBOTSGATE_REDIS_URL": "redis://redis.internal", "ROBOTSGATE_REDIS_CA_FILE": certFile},
+			"ROBOTSGATE_REDIS_CA_FILE", []string{"is not a rediss:// URL"}},
+		{"redis CA not PEM", map[string]string{"ROBOTSGATE_REDIS_URL": "rediss://redis.internal", "ROBOTSGATE_REDIS_CA_FILE": notPEM},
+			"ROBOTSGATE_REDIS_CA_FILE", []string{"holds no PEM certificate"}},
 		{"mode", map[string]string{"ROBOTSGATE_MODE": "enforcing"},
 			"ROBOTSGATE_MODE", []string{`ROBOTSGATE_MODE: "enforcing" is not valid; use "enforce" or "audit"`}},
 		{"token with a space", map[string]string{"ROBOTSGATE_TOKEN": "GPT Bot"},
@@ -668,5 +690,27 @@ func TestVariableErrorUnwrapsItsCause(t *testing.T) {
 	ve, ok := errors.AsType[*VariableError](err)
 	if !ok || ve.Name != "ROBOTSGATE_UPSTREAM_CA_FILE" {
 		t.Errorf("errors.AsType[*VariableError] = %+v, %v", ve, ok)
+	}
+}
+
+// TestRedisURLErrorsHideThePassword: a mistyped URL is reported without
+// the password it holds, which would otherwise reach the logs.
+func TestRedisURLErrorsHideThePassword(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"http://:s3cret@redis.internal:6379",
+		"redis://user:s3cret@redis.internal:6379/zero",
+		"redis://user:s3cret@:6379",
+		"redis://user:s3cret@redis.internal:99999",
+		"redis://user:s3cret@redis.internal:6379/0?dial_timeout=1s",
+	} {
+		_, err := LoadFrom(map[string]string{"ROBOTSGATE_REDIS_URL": raw})
+		if err == nil {
+			t.Errorf("%s: accepted", raw)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "ROBOTSGATE_REDIS_URL") || strings.Contains(msg, "s3cret") {
+			t.Errorf("%s: error %q; want one naming ROBOTSGATE_REDIS_URL without the password", raw, msg)
+		}
 	}
 }

@@ -108,6 +108,7 @@ func (c *Config) FetchOptions(version string, roots *x509.CertPool, destinations
 		AuthDisallow:   c.RobotsAuthStatus == RobotsAuthDisallow,
 		RootCAs:        roots,
 		DialControl:    destinations.Control,
+		Share:          c.Fleet(),
 		Logger:         log,
 	}
 }
