@@ -107,8 +107,9 @@ func (u *upstreamProxy) checkOrigin(ctx context.Context, host string) error {
 		return nil
 	}
 	for _, addr := range addrs {
-		if prefix, denied := u.destinations.Denied(addr); denied {
-			return &destination.DeniedError{Addr: addr, Range: prefix}
+		// The resolver gives IPv4 addresses in their IPv6 form.
+		if prefix, denied := u.destinations.Denied(addr.Unmap()); denied {
+			return &destination.DeniedError{Addr: addr.Unmap(), Range: prefix}
 		}
 	}
 	return nil

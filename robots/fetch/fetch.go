@@ -273,7 +273,7 @@ func (f *Fetcher) proxyFor(req *http.Request) (*url.URL, error) {
 	if f.opts.DialControl == nil {
 		return f.opts.UpstreamProxy, nil
 	}
-	addrs := []netip.Addr{}
+	var addrs []netip.Addr
 	if addr, err := netip.ParseAddr(host); err == nil {
 		addrs = append(addrs, addr)
 	} else {
@@ -288,7 +288,10 @@ func (f *Fetcher) proxyFor(req *http.Request) (*url.URL, error) {
 		}
 	}
 	for _, addr := range addrs {
-		if err := f.opts.DialControl(req.Context(), "tcp", net.JoinHostPort(addr.String(), port), nil); err != nil {
+		// The resolver gives IPv4 addresses in their IPv6 form; a dialer
+		// connects to the IPv4 address.
+		address := net.JoinHostPort(addr.Unmap().String(), port)
+		if err := f.opts.DialControl(req.Context(), "tcp", address, nil); err != nil {
 			return nil, err
 		}
 	}
