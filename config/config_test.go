@@ -302,7 +302,9 @@ func TestLoadFromValidValues(t *testing.T) {
 				c.UpstreamProxy = &url.URL{Scheme: "http", User: url.UserPassword("crawl@acme", "p@ss:w/rd"), Host: "10.0.0.1:3128", Path: "/"}
 			}},
 		{"upstream proxy user without password, IPv6, upper-case scheme", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "HTTP://crawler@[::1]:65535"},
-			func(c *Config) { c.UpstreamProxy = &url.URL{Scheme: "http", User: url.User("crawler"), Host: "[::1]:65535"} }},
+			func(c *Config) {
+				c.UpstreamProxy = &url.URL{Scheme: "http", User: url.User("crawler"), Host: "[::1]:65535"}
+			}},
 		{"client idle timeout", map[string]string{"ROBOTSGATE_CLIENT_IDLE_TIMEOUT": "5m"}, func(c *Config) { c.ClientIdleTimeout = 5 * time.Minute }},
 		{"shutdown grace zero", map[string]string{"ROBOTSGATE_SHUTDOWN_GRACE": "0s"}, func(c *Config) { c.ShutdownGrace = 0 }},
 		{"other variables ignored", map[string]string{"HOME_ROBOTSGATE_X": "1", "ROBOTSGATEWAY": "1", "PATH": "/bin"}, func(*Config) {}},

@@ -165,6 +165,7 @@ func (d *decision) outgoingRequest(r *http.Request, upgrade string, relay *relay
 		h["User-Agent"] = []string{""} // or net/http sends its own
 	}
 	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{Got1xxResponse: relay.got1xx}))
+	d.s.upstream.toProxy(&d.outURL)
 	out.URL = &d.outURL
 	out.Host = d.target.hostHeader
 	out.RequestURI = ""

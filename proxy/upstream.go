@@ -82,6 +82,22 @@ func (u *upstreamProxy) proxyFor(req *http.Request) (*url.URL, error) {
 	return u.url, nil
 }
 
+// toProxy rewrites out, the URL of a request about to be forwarded, so
+// that the proxy gets a plain HTTP request in absolute form with the path
+// and query byte for byte: net/http prefixes the scheme and host only to
+// a URL without Opaque, which the forwarder uses to keep those bytes.
+// Requests in a tunnel keep their origin form.
+func (u *upstreamProxy) toProxy(out *url.URL) {
+	if u == nil || out.Scheme != "http" {
+		return
+	}
+	path := out.Opaque
+	if path == "" {
+		path = out.EscapedPath() // a path starting with "//", kept in RawPath
+	}
+	out.Opaque, out.Path, out.RawPath = "//"+out.Host+path, "", ""
+}
+
 // checkOrigin refuses, with a *destination.DeniedError, an origin host
 // whose address, or any address its name resolves to here, the policy
 // denies. A name that does not resolve here is handed on: the proxy may
