@@ -186,11 +186,18 @@ func New(opts Options) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("proxy: unknown audit error policy %q", opts.AuditOnError)
 	}
+	var upstream *upstreamProxy
+	if opts.Upstream.Proxy != nil {
+		var err error
+		if upstream, err = newUpstreamProxy(opts.Upstream, opts.Destinations); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Client.setDefaults()
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, upstream: upstream}
 	collected := []prometheus.Collector{opts.Rules}
 	if opts.Issuer != nil { // a nil *Issuer in an interface is not nil
 		collected = append(collected, opts.Issuer)
@@ -206,11 +213,7 @@ func New(opts Options) (*Server, error) {
 	s.conns = newConnTracker(opts.Client.IdleTimeout, opts.Client.MaxConnections)
 	s.dialer = opts.Destinations.Dialer(net.Dialer{Timeout: opts.Upstream.DialTimeout, KeepAlive: 30 * time.Second})
 	s.transport = newTransport(opts.Upstream, s.dialer)
-	if opts.Upstream.Proxy != nil {
-		var err error
-		if s.upstream, err = newUpstreamProxy(opts.Upstream, opts.Destinations); err != nil {
-			return nil, err
-		}
+	if s.upstream != nil {
 		s.upstream.route(s.transport)
 	}
 	s.endpoints = s.newEndpoints()

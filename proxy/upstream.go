@@ -116,11 +116,11 @@ func (u *upstreamProxy) checkOrigin(ctx context.Context, host string) error {
 	}
 	addrs, err := net.DefaultResolver.LookupNetIP(lookupCtx, "ip", host)
 	cancel()
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("resolving %s: %w", host, err)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("resolving %s: %w", host, ctxErr)
 	}
 	if err != nil {
-		return nil
+		return nil // the proxy's to resolve, and to judge
 	}
 	for _, addr := range addrs {
 		// The resolver gives IPv4 addresses in their IPv6 form.

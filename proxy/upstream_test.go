@@ -385,6 +385,22 @@ func TestUpstreamProxyDestinations(t *testing.T) {
 	}
 }
 
+// TestNewRefusesAnUnusableUpstreamProxy: New takes only http://host:port,
+// and says so without the password.
+func TestNewRefusesAnUnusableUpstreamProxy(t *testing.T) {
+	valid := newTestServer(t, proxyConfig{})
+	for _, raw := range []string{"https://u:s3cret@proxy.example:3128", "http://u:s3cret@proxy.example", "http://:3128", "socks5://proxy.example:1080"} {
+		proxy, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = New(Options{Rules: valid.rules, Audit: valid.auditW, Upstream: UpstreamOptions{Proxy: proxy}})
+		if err == nil || !strings.Contains(err.Error(), "is not http://host:port") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("New with upstream proxy %s: %v; want an error saying http://host:port, without the password", raw, err)
+		}
+	}
+}
+
 // freeAddr is a 127.0.0.1 address nothing listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
