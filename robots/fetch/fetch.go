@@ -280,10 +280,10 @@ func (f *Fetcher) proxyFor(req *http.Request) (*url.URL, error) {
 		ctx, cancel := context.WithTimeout(req.Context(), f.opts.ConnectTimeout)
 		resolved, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		cancel()
-		if err := req.Context().Err(); err != nil {
-			return nil, err
+		if ctxErr := req.Context().Err(); ctxErr != nil {
+			return nil, ctxErr
 		}
-		if err == nil {
+		if err == nil { // else the proxy's to resolve, and to judge
 			addrs = resolved
 		}
 	}
