@@ -64,11 +64,13 @@ func (c *Config) FetchOptions(version string, roots *x509.CertPool, destinations
 		AuthDisallow:   c.RobotsAuthStatus == RobotsAuthDisallow,
 		RootCAs:        roots,
 		DialControl:    destinations.Control,
+		UpstreamProxy:  c.UpstreamProxy,
 		Logger:         log,
 	}
 }
 
-// UpstreamOptions bound the proxy's connections to origins.
+// UpstreamOptions bound the proxy's connections to origins and say
+// whether they go through an upstream proxy.
 func (c *Config) UpstreamOptions(roots *x509.CertPool) proxy.UpstreamOptions {
 	return proxy.UpstreamOptions{
 		DialTimeout:           c.UpstreamDialTimeout,
@@ -76,6 +78,7 @@ func (c *Config) UpstreamOptions(roots *x509.CertPool) proxy.UpstreamOptions {
 		ResponseHeaderTimeout: c.UpstreamResponseHeaderTimeout,
 		IdleConnTimeout:       c.UpstreamIdleTimeout,
 		RootCAs:               roots,
+		Proxy:                 c.UpstreamProxy,
 	}
 }
 
