@@ -233,8 +233,13 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	hangups := make(chan os.Signal, 1)
 	signal.Notify(hangups, syscall.SIGHUP)
 	defer signal.Stop(hangups)
+	upstreamProxy := "none" // its password is never logged
+	if cfg.UpstreamProxy != nil {
+		upstreamProxy = cfg.UpstreamProxy.Redacted()
+	}
 	log.Info("robotsgate listening", "version", buildVersion(), "addr", ln.Addr().String(), "mode", cfg.Mode,
-		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "crawl_delay", cfg.CrawlDelay, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String(), "fleet", cfg.Fleet())
+		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "crawl_delay", cfg.CrawlDelay, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String(),
+		"upstream_proxy", upstreamProxy, "fleet", cfg.Fleet())
 	if proxy.ListensBeyondLoopback(ln.Addr()) {
 		switch cfg.Auth {
 		case identity.ModeOff:

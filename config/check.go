@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -132,6 +133,11 @@ func (c *checker) addParseErrors(err error) {
 			c.report(name, pe.Err, `%s is not a boolean; use "true" or "false"`, value)
 		case reflect.TypeFor[slog.Level]():
 			c.report(name, pe.Err, `%s is not a log level; use "debug", "info", "warn" or "error"`, value)
+		case reflect.TypeFor[*url.URL]():
+			// Neither the value nor the parser's words (which quote it,
+			// or a piece of it) are repeated: it may hold a password.
+			c.report(name, nil, "is not a valid URL (not repeated here: it may hold a password); %s, percent-encoding any of :@/?#%% in the user name or password",
+				upstreamProxyForms)
 		default:
 			// robotsgate's own types already say what they accept.
 			c.report(name, pe.Err, "%s", pe.Err)
@@ -163,6 +169,7 @@ func (c *checker) validate(cfg *Config) {
 	c.positive("ROBOTSGATE_UPSTREAM_TLS_TIMEOUT", cfg.UpstreamTLSTimeout)
 	c.positive("ROBOTSGATE_UPSTREAM_HEADER_TIMEOUT", cfg.UpstreamResponseHeaderTimeout)
 	c.positive("ROBOTSGATE_UPSTREAM_IDLE_TIMEOUT", cfg.UpstreamIdleTimeout)
+	c.checkUpstreamProxy(cfg.UpstreamProxy)
 	c.positive("ROBOTSGATE_CLIENT_IDLE_TIMEOUT", cfg.ClientIdleTimeout)
 	c.positive("ROBOTSGATE_CLIENT_HEADER_TIMEOUT", cfg.ClientHeaderTimeout)
 	c.positive("ROBOTSGATE_CLIENT_TLS_TIMEOUT", cfg.ClientTLSTimeout)
@@ -196,6 +203,42 @@ func (c *checker) checkRedis(cfg *Config) {
 		if !c.failed(urlName) && !strings.HasPrefix(strings.ToLower(cfg.RedisURL), "rediss://") {
 			c.report(caName, nil, "is set, but %s is not a rediss:// URL, so no certificate is verified; use rediss:// or unset %s", urlName, caName)
 		}
+	}
+}
+
+// upstreamProxyForms are the values ROBOTSGATE_UPSTREAM_PROXY accepts.
+const upstreamProxyForms = "use http://host:port or http://user:password@host:port"
+
+// checkUpstreamProxy checks the upstream proxy's URL. A message quotes the
+// URL only with its password redacted, and not at all where the parser
+// may have taken part of a password for something else: a path, query or
+// fragment (a '/', '?' or '#' in it), or the opaque rest of a URL without
+// "//".
+func (c *checker) checkUpstreamProxy(u *url.URL) {
+	const name = "ROBOTSGATE_UPSTREAM_PROXY"
+	if u == nil || c.failed(name) {
+		return
+	}
+	port, portErr := strconv.ParseUint(u.Port(), 10, 16)
+	switch {
+	case u.Scheme == "" || u.Opaque != "":
+		c.report(name, nil, "is not an absolute http:// URL; %s", upstreamProxyForms)
+	case u.Scheme != "http":
+		c.report(name, nil, "has the scheme %q: robotsgate speaks plain HTTP to its upstream proxy (HTTPS to origins still runs end to end, inside CONNECT), and https://, socks5:// and other proxies are not supported; %s",
+			u.Scheme+"://", upstreamProxyForms)
+	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		c.report(name, nil, "has a path, query or fragment, which a proxy's URL cannot have (a '/', '?' or '#' in a user name or password must be percent-encoded); %s",
+			upstreamProxyForms)
+	case u.Hostname() == "":
+		c.report(name, nil, "%s names no host; %s", strconv.Quote(u.Redacted()), upstreamProxyForms)
+	case u.Port() == "":
+		c.report(name, nil, "%s has no port; write it out, e.g. http://%s:3128", strconv.Quote(u.Redacted()), u.Host)
+	case portErr != nil || port == 0:
+		c.report(name, portErr, "%s has port %q; use a port number from 1 to 65535", strconv.Quote(u.Redacted()), u.Port())
+	case u.User != nil && u.User.Username() == "":
+		c.report(name, nil, "%s has user information without a user name; %s", strconv.Quote(u.Redacted()), upstreamProxyForms)
+	case u.User != nil && strings.Contains(u.User.Username(), ":"):
+		c.report(name, nil, "%s has a user name with ':', which Basic authentication cannot carry", strconv.Quote(u.Redacted()))
 	}
 }
 

@@ -16,6 +16,7 @@ package config
 
 import (
 	"log/slog"
+	"net/url"
 	"os"
 	"robotsgate/proxy"
 	"robotsgate/proxy/identity"
@@ -151,6 +152,12 @@ type Config struct {
 
 	// UpstreamIdleTimeout is how long an idle origin connection is kept.
 	UpstreamIdleTimeout time.Duration `env:"UPSTREAM_IDLE_TIMEOUT" envDefault:"90s" desc:"How long an idle connection to an origin is kept for reuse"`
+
+	// UpstreamProxy is the HTTP proxy every connection to an origin goes
+	// through, robots.txt fetches included; nil connects directly. Its
+	// user information, percent-decoded, is sent as Basic credentials.
+	// Print it with Redacted: it may hold a password.
+	UpstreamProxy *url.URL `env:"UPSTREAM_PROXY" desc:"HTTP proxy that forwarded requests, CONNECT tunnels and robots.txt fetches go through, http://host:port or http://user:password@host:port (percent-encoded); unset connects to origins directly"`
 
 	// ClientIdleTimeout is how long an idle keep-alive client connection is
 	// kept, also inside intercepted tunnels.

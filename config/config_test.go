@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -301,6 +302,17 @@ func TestLoadFromValidValues(t *testing.T) {
 			c.UpstreamDialTimeout, c.UpstreamTLSTimeout = time.Second, 2*time.Second
 			c.UpstreamResponseHeaderTimeout, c.UpstreamIdleTimeout = 3*time.Second, 4*time.Second
 		}},
+		{"upstream proxy", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://proxy.example:3128"},
+			func(c *Config) { c.UpstreamProxy = &url.URL{Scheme: "http", Host: "proxy.example:3128"} }},
+		{"upstream proxy credentials percent-decoded, trailing slash",
+			map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://crawl%40acme:p%40ss%3Aw%2Frd@10.0.0.1:3128/"},
+			func(c *Config) {
+				c.UpstreamProxy = &url.URL{Scheme: "http", User: url.UserPassword("crawl@acme", "p@ss:w/rd"), Host: "10.0.0.1:3128", Path: "/"}
+			}},
+		{"upstream proxy user without password, IPv6, upper-case scheme", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "HTTP://crawler@[::1]:65535"},
+			func(c *Config) {
+				c.UpstreamProxy = &url.URL{Scheme: "http", User: url.User("crawler"), Host: "[::1]:65535"}
+			}},
 		{"client idle timeout", map[string]string{"ROBOTSGATE_CLIENT_IDLE_TIMEOUT": "5m"}, func(c *Config) { c.ClientIdleTimeout = 5 * time.Minute }},
 		{"shutdown grace zero", map[string]string{"ROBOTSGATE_SHUTDOWN_GRACE": "0s"}, func(c *Config) { c.ShutdownGrace = 0 }},
 		{"other variables ignored", map[string]string{"HOME_ROBOTSGATE_X": "1", "ROBOTSGATEWAY": "1", "PATH": "/bin"}, func(*Config) {}},
@@ -503,6 +515,46 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			"ROBOTSGATE_UPSTREAM_IDLE_TIMEOUT", []string{"is not positive"}},
 		{"client idle timeout", map[string]string{"ROBOTSGATE_CLIENT_IDLE_TIMEOUT": "0h"},
 			"ROBOTSGATE_CLIENT_IDLE_TIMEOUT", []string{"is not positive"}},
+		{"upstream proxy https", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "https://proxy.example:3128"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{`has the scheme "https://"`, "plain HTTP", "not supported", "use http://host:port or http://user:password@host:port"}},
+		{"upstream proxy socks5", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "socks5://u:s3cret@proxy.example:1080"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{`has the scheme "socks5://"`, "socks5:// and other proxies are not supported"}},
+		{"upstream proxy without scheme", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "proxy.example:3128"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"is not an absolute http:// URL", "http://host:port"}},
+		{"upstream proxy without scheme, with credentials", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "u:s3cret@proxy.example:3128"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"is not an absolute http:// URL"}},
+		{"upstream proxy host only", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "proxy.example"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"is not an absolute http:// URL"}},
+		{"upstream proxy without port", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://u:s3cret@proxy.example"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{`"http://u:xxxxx@proxy.example" has no port`, "http://proxy.example:3128"}},
+		{"upstream proxy empty port", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://proxy.example:"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"has no port"}},
+		{"upstream proxy port zero", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://proxy.example:0"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{`has port "0"`, "from 1 to 65535"}},
+		{"upstream proxy port too large", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://u:s3cret@proxy.example:65536"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{`"http://u:xxxxx@proxy.example:65536" has port "65536"`}},
+		{"upstream proxy without host", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://:3128"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{`"http://:3128" names no host`}},
+		{"upstream proxy path", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://proxy.example:3128/proxy.pac"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"has a path, query or fragment", "must be percent-encoded"}},
+		{"upstream proxy query", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://proxy.example:3128?x=1"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"has a path, query or fragment"}},
+		{"upstream proxy empty query", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://proxy.example:3128/?"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"has a path, query or fragment"}},
+		{"upstream proxy fragment", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://proxy.example:3128#x"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"has a path, query or fragment"}},
+		// A '/' in the password makes the rest a path: the parser takes
+		// "u:1" for the host and port.
+		{"upstream proxy password with a slash", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://u:1/s3cret@proxy.example:3128"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"has a path, query or fragment"}},
+		{"upstream proxy password with a question mark", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://u:s3c?ret@proxy.example:3128"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"is not a valid URL (not repeated here: it may hold a password)", "percent-encoding any of :@/?#%"}},
+		{"upstream proxy bad escape in the password", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://u:s3cret%zz@proxy.example:3128"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"is not a valid URL"}},
+		{"upstream proxy password without user name", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://:s3cret@proxy.example:3128"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{`"http://:xxxxx@proxy.example:3128" has user information without a user name`}},
+		{"upstream proxy user name with a colon", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://a%3Ab:s3cret@proxy.example:3128"},
+			"ROBOTSGATE_UPSTREAM_PROXY", []string{"has a user name with ':'", "Basic authentication"}},
 		{"shutdown grace negative", map[string]string{"ROBOTSGATE_SHUTDOWN_GRACE": "-10s"},
 			"ROBOTSGATE_SHUTDOWN_GRACE", []string{`"-10s" is negative`}},
 	}
@@ -523,6 +575,11 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			msg := problems[0].Error()
 			if !strings.HasPrefix(msg, tt.variable+": ") {
 				t.Errorf("message %q does not start with the variable name", msg)
+			}
+			// Every password in these rows is s3cret: it must show nowhere,
+			// not even in the cause a caller could unwrap.
+			if cause := errors.Unwrap(problems[0]); strings.Contains(msg, "s3cret") || cause != nil && strings.Contains(cause.Error(), "s3cret") {
+				t.Errorf("message %q, cause %v: a password is shown", msg, cause)
 			}
 			for _, frag := range tt.want {
 				if !strings.Contains(msg, frag) {

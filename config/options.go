@@ -108,12 +108,14 @@ func (c *Config) FetchOptions(version string, roots *x509.CertPool, destinations
 		AuthDisallow:   c.RobotsAuthStatus == RobotsAuthDisallow,
 		RootCAs:        roots,
 		DialControl:    destinations.Control,
+		UpstreamProxy:  c.UpstreamProxy,
 		Share:          c.Fleet(),
 		Logger:         log,
 	}
 }
 
-// UpstreamOptions bound the proxy's connections to origins.
+// UpstreamOptions bound the proxy's connections to origins and say
+// whether they go through an upstream proxy.
 func (c *Config) UpstreamOptions(roots *x509.CertPool) proxy.UpstreamOptions {
 	return proxy.UpstreamOptions{
 		DialTimeout:           c.UpstreamDialTimeout,
@@ -121,6 +123,7 @@ func (c *Config) UpstreamOptions(roots *x509.CertPool) proxy.UpstreamOptions {
 		ResponseHeaderTimeout: c.UpstreamResponseHeaderTimeout,
 		IdleConnTimeout:       c.UpstreamIdleTimeout,
 		RootCAs:               roots,
+		Proxy:                 c.UpstreamProxy,
 	}
 }
 

@@ -54,6 +54,29 @@ func TestFetcherReceives(t *testing.T) {
 	}
 }
 
+// TestUpstreamProxyReachesEveryConnection checks that the fetcher and the
+// proxy both get the upstream proxy, and neither gets one when it is unset.
+func TestUpstreamProxyReachesEveryConnection(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{"", "http://crawler:pw@proxy.example:3128"} {
+		cfg, err := LoadFrom(map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": raw, "ROBOTSGATE_MITM": "false"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fetched := fetch.New(cfg.FetchOptions("1.2.3", nil, cfg.Destinations(), nil)).Options().UpstreamProxy
+		forwarded := cfg.UpstreamOptions(nil).Proxy
+		if raw == "" {
+			if fetched != nil || forwarded != nil {
+				t.Errorf("unset, the fetcher goes through %v and the proxy through %v; want neither through a proxy", fetched, forwarded)
+			}
+			continue
+		}
+		if fetched == nil || fetched.String() != raw || forwarded == nil || forwarded.String() != raw {
+			t.Errorf("%s: the fetcher goes through %v and the proxy through %v", raw, fetched, forwarded)
+		}
+	}
+}
+
 // TestUpstreamRootsWithoutSystemRoots runs in a child process, because
 // the system roots are loaded once per process: with none to be found, a
 // start without ROBOTSGATE_UPSTREAM_CA_FILE fails with a message saying

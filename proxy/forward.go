@@ -77,6 +77,11 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 	relay := &relayState{w: w}
 	resp, err := d.s.transport.RoundTrip(d.outgoingRequest(r, upgrade, relay))
 	relay.stop1xx()
+	if err == nil {
+		if err = d.s.upstream.refusal(resp); err != nil {
+			resp.Body.Close()
+		}
+	}
 	if err != nil {
 		d.upstreamFailed(w, r, err)
 		d.finish()
@@ -160,6 +165,7 @@ func (d *decision) outgoingRequest(r *http.Request, upgrade string, relay *relay
 		h["User-Agent"] = []string{""} // or net/http sends its own
 	}
 	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{Got1xxResponse: relay.got1xx}))
+	d.s.upstream.toProxy(&d.outURL)
 	out.URL = &d.outURL
 	out.Host = d.target.hostHeader
 	out.RequestURI = ""
@@ -325,10 +331,15 @@ func (p *bufferPool) Get() []byte {
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // upstreamProblem says in a few words why the exchange with an origin
-// failed, in the words robots.txt fetches use too.
+// failed, in the words robots.txt fetches use too; when the upstream proxy
+// failed it, the words name the proxy (its password redacted) and what it
+// did.
 func upstreamProblem(err error) string {
 	if errors.Is(err, errTooManyInterim) {
 		return "more than 16 interim (1xx) answers"
+	}
+	if why, ok := upstreamProxyProblem(err); ok {
+		return why
 	}
 	return netcause.Of(err)
 }

@@ -160,6 +160,13 @@ type proxyConfig struct {
 	identity     *identity.Gate
 	pacer        *pace.Pacer
 	pacePolicy   pace.Policy
+
+	// upstream is the upstream proxy of the Server and its robots.txt
+	// fetcher, which destinations judges too.
+	upstream *url.URL
+	// upstreamHeaderTimeout bounds the wait for response headers, and
+	// for the upstream proxy's answer to a blind CONNECT; 0 for no bound.
+	upstreamHeaderTimeout time.Duration
 }
 
 // testProxy is a real Server, over a real cache and robots.txt fetcher,
@@ -186,7 +193,11 @@ type testProxy struct {
 func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 	t.Helper()
 	p := &testProxy{t: t, logs: &lockedBuffer{}, served: make(chan error, 1)}
-	fetcher := fetch.New(fetch.Options{UserAgent: "robotsgate-test", RootCAs: cfg.roots, Timeout: testTimeout, ConnectTimeout: testTimeout})
+	fetchOpts := fetch.Options{UserAgent: "robotsgate-test", RootCAs: cfg.roots, Timeout: testTimeout, ConnectTimeout: testTimeout, UpstreamProxy: cfg.upstream}
+	if cfg.destinations != nil {
+		fetchOpts.DialControl = cfg.destinations.Control
+	}
+	fetcher := fetch.New(fetchOpts)
 	t.Cleanup(fetcher.Close)
 	cacheOpts := cache.DefaultOptions()
 	cacheOpts.MetricsPrefix = RulesMetricsPrefix
@@ -209,7 +220,7 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 		Mode:         cfg.mode,
 		Rules:        rules,
 		Audit:        p.auditW,
-		Upstream:     UpstreamOptions{RootCAs: cfg.roots},
+		Upstream:     UpstreamOptions{RootCAs: cfg.roots, Proxy: cfg.upstream, ResponseHeaderTimeout: cfg.upstreamHeaderTimeout},
 		Client:       cfg.client,
 		AuditOnError: cfg.onAuditError,
 		Destinations: cfg.destinations,

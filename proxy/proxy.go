@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -135,12 +136,23 @@ func (l *ClientLimits) setDefaults() {
 
 // UpstreamOptions bound every connection to an origin.
 type UpstreamOptions struct {
-	DialTimeout           time.Duration
-	TLSHandshakeTimeout   time.Duration
+	// DialTimeout bounds connecting, to the origin or to Proxy, and
+	// resolving an origin's name for the destination policy when Proxy is
+	// set.
+	DialTimeout         time.Duration
+	TLSHandshakeTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for an origin's response
+	// headers, and for Proxy's answer to a blind tunnel's CONNECT.
 	ResponseHeaderTimeout time.Duration
 	IdleConnTimeout       time.Duration
 	// RootCAs verify origins; nil means the system roots.
 	RootCAs *x509.CertPool
+	// Proxy, when set, is the HTTP proxy (http://host:port) every
+	// connection to an origin goes through, with Basic credentials from
+	// its user information; nil connects to origins directly.
+	// Destinations judge the origin then, by the addresses its name
+	// resolves to, and never the proxy's own address.
+	Proxy *url.URL
 }
 
 // Server is the proxy. Run it on a listener until a context ends, or
@@ -149,7 +161,8 @@ type Server struct {
 	opts        Options
 	log         *slog.Logger
 	goproxy     *goproxy.ProxyHttpServer
-	dialer      *net.Dialer
+	dialer      *net.Dialer    // to origins directly, judging their addresses
+	upstream    *upstreamProxy // nil: origins are reached directly
 	transport   *http.Transport
 	endpoints   http.Handler
 	metrics     *Metrics
@@ -186,11 +199,18 @@ func New(opts Options) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("proxy: unknown audit error policy %q", opts.AuditOnError)
 	}
+	var upstream *upstreamProxy
+	if opts.Upstream.Proxy != nil {
+		var err error
+		if upstream, err = newUpstreamProxy(opts.Upstream, opts.Destinations); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Client.setDefaults()
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, upstream: upstream}
 	collected := []prometheus.Collector{opts.Rules}
 	if opts.Issuer != nil { // a nil *Issuer in an interface is not nil
 		collected = append(collected, opts.Issuer)
@@ -209,6 +229,9 @@ func New(opts Options) (*Server, error) {
 	s.conns = newConnTracker(opts.Client.IdleTimeout, opts.Client.MaxConnections)
 	s.dialer = opts.Destinations.Dialer(net.Dialer{Timeout: opts.Upstream.DialTimeout, KeepAlive: 30 * time.Second})
 	s.transport = newTransport(opts.Upstream, s.dialer)
+	if s.upstream != nil {
+		s.upstream.route(s.transport)
+	}
 	s.endpoints = s.newEndpoints()
 
 	gp := goproxy.NewProxyHttpServer()
@@ -378,7 +401,7 @@ func ListensBeyondLoopback(addr net.Addr) bool {
 
 func newTransport(o UpstreamOptions, dialer *net.Dialer) *http.Transport {
 	return &http.Transport{
-		Proxy:                 nil, // never the process's own HTTP_PROXY: that could be this proxy
+		Proxy:                 nil, // never the process's own HTTP_PROXY, which could be this proxy; Options.Upstream.Proxy only
 		DialContext:           dialer.DialContext,
 		TLSClientConfig:       &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:   o.TLSHandshakeTimeout,

@@ -264,11 +264,18 @@ func (s *Server) queueTunnel(c net.Conn, tun *tunnel) {
 	}
 }
 
-// relay connects a blind TLS tunnel to its target and copies bytes both
-// ways until either side is done.
+// relay connects a blind TLS tunnel to its target, directly or through
+// the upstream proxy, and copies bytes both ways until either side is done.
 func (s *Server) relay(client net.Conn, tun *tunnel, blind *decision) {
 	defer client.Close()
-	upstream, err := s.dialer.DialContext(context.Background(), "tcp", tun.authority) // bounded by the dialer's timeout
+	ctx := context.Background() // bounded by the upstream timeouts
+	var upstream net.Conn
+	var err error
+	if s.upstream != nil {
+		upstream, err = s.upstream.openTunnel(ctx, tun.host, tun.authority)
+	} else {
+		upstream, err = s.dialer.DialContext(ctx, "tcp", tun.authority)
+	}
 	if err != nil {
 		blind.rec.Status = http.StatusOK
 		blind.rec.Error = "connecting to the origin: " + upstreamProblem(err)

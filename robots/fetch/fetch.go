@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -127,6 +128,16 @@ type Options struct {
 	// connecting (see net.Dialer.ControlContext); an error refuses the
 	// connection. The proxy's destination policy comes in here.
 	DialControl func(ctx context.Context, network, address string, c syscall.RawConn) error
+	// UpstreamProxy, when set, is the HTTP proxy (http://host:port) every
+	// fetch goes through: http URLs as proxy requests, https ones through
+	// a CONNECT tunnel, with Basic credentials from its user information.
+	// Connections are then made to the proxy, whose address DialControl
+	// does not judge: it judges instead, before the request is handed to
+	// the proxy, each address the origin's name resolves to here (with a
+	// nil c). A name that does not resolve here is handed on, for the
+	// proxy to resolve. A 407 answer, or a CONNECT refused, is the proxy's
+	// failure, never the origin's answer: robots.txt is unreachable.
+	UpstreamProxy *url.URL
 	// MaxConcurrent bounds the fetches under way at once; a fetch that
 	// finds no room within its Timeout ends unreachable. Zero or less means
 	// DefaultMaxConcurrent.
@@ -187,7 +198,7 @@ func New(opts Options) *Fetcher {
 	connect := opts.ConnectTimeout
 	f.dialer = net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second, ControlContext: opts.DialControl}
 	f.transport = &http.Transport{
-		Proxy:                  nil, // from the origin itself: robotsgate may well be HTTP_PROXY
+		Proxy:                  nil, // never HTTP_PROXY, which may well be robotsgate; UpstreamProxy only
 		DialContext:            f.dial,
 		TLSClientConfig:        &tls.Config{RootCAs: opts.RootCAs},
 		TLSHandshakeTimeout:    connect,
@@ -197,6 +208,12 @@ func New(opts Options) *Fetcher {
 		MaxIdleConns:           64,
 		MaxIdleConnsPerHost:    2,
 		IdleConnTimeout:        30 * time.Second,
+	}
+	if opts.UpstreamProxy != nil {
+		// The proxy is the operator's choice: proxyFor judges the origin.
+		f.dialer.ControlContext = nil
+		f.transport.Proxy = f.proxyFor
+		f.transport.OnProxyConnectResponse = f.connectAnswered
 	}
 	return f
 }
@@ -217,17 +234,106 @@ func (f *Fetcher) Options() Options { return f.opts }
 func (f *Fetcher) Close() { f.transport.CloseIdleConnections() }
 
 // dial refuses names under ".invalid" at once, as RFC 6761 §6.4 asks of
-// name resolution libraries (Go's asks the resolver), then dials.
+// name resolution libraries (Go's asks the resolver), then dials: the
+// origin, or the upstream proxy.
 func (f *Fetcher) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		name := strings.ToLower(strings.TrimSuffix(host, "."))
-		if name == "invalid" || strings.HasSuffix(name, ".invalid") {
-			return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{
-				Err: "no such host", Name: host, IsNotFound: true,
-			}}
+	if host, _, err := net.SplitHostPort(addr); err == nil && isInvalidName(host) {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: noSuchHost(host)}
+	}
+	conn, err := f.dialer.DialContext(ctx, network, addr)
+	if err != nil && f.opts.UpstreamProxy != nil {
+		return nil, &upstreamProxyError{
+			msg: "cannot connect to the upstream proxy " + f.opts.UpstreamProxy.Redacted() + ": " + netcause.Of(err), err: err,
 		}
 	}
-	return f.dialer.DialContext(ctx, network, addr)
+	return conn, err
+}
+
+// isInvalidName reports a name under ".invalid" (RFC 6761 §6.4).
+func isInvalidName(host string) bool {
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	return name == "invalid" || strings.HasSuffix(name, ".invalid")
+}
+
+func noSuchHost(host string) *net.DNSError {
+	return &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// proxyFor hands a request to the upstream proxy once its origin passes
+// what dial checks of an origin it connects to itself: no ".invalid"
+// name, no address DialControl refuses among those its name resolves to
+// here. The proxy resolves the name again; an answer that changed in
+// between is the proxy's to judge.
+func (f *Fetcher) proxyFor(req *http.Request) (*url.URL, error) {
+	host, port := req.URL.Hostname(), req.URL.Port()
+	if port == "" {
+		port = "80"
+		if req.URL.Scheme == "https" {
+			port = "443"
+		}
+	}
+	if isInvalidName(host) {
+		return nil, noSuchHost(host)
+	}
+	if f.opts.DialControl == nil {
+		return f.opts.UpstreamProxy, nil
+	}
+	var addrs []netip.Addr
+	if addr, err := netip.ParseAddr(host); err == nil {
+		addrs = append(addrs, addr)
+	} else {
+		ctx, cancel := context.WithTimeout(req.Context(), f.opts.ConnectTimeout)
+		resolved, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		cancel()
+		if ctxErr := req.Context().Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		if err == nil { // else the proxy's to resolve, and to judge
+			addrs = resolved
+		}
+	}
+	for _, addr := range addrs {
+		// The resolver gives IPv4 addresses in their IPv6 form; a dialer
+		// connects to the IPv4 address.
+		address := net.JoinHostPort(addr.Unmap().String(), port)
+		if err := f.opts.DialControl(req.Context(), "tcp", address, nil); err != nil {
+			return nil, err
+		}
+	}
+	return f.opts.UpstreamProxy, nil
+}
+
+// connectAnswered refuses the tunnel of an https fetch unless the
+// upstream proxy agreed to open it; net/http takes only a 200.
+func (f *Fetcher) connectAnswered(_ context.Context, proxy *url.URL, _ *http.Request, resp *http.Response) error {
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	return refusedBy(proxy, "CONNECT", resp.StatusCode)
+}
+
+// upstreamProxyError is a fetch the upstream proxy failed, not the
+// origin: it could not be reached, or refused.
+type upstreamProxyError struct {
+	msg string // names the proxy, its password redacted, and what it did
+	err error  // the network error, if any
+}
+
+func (e *upstreamProxyError) Error() string { return e.msg }
+func (e *upstreamProxyError) Unwrap() error { return e.err }
+
+// refusedBy is the upstream proxy's refusal of a request or a CONNECT.
+func refusedBy(proxy *url.URL, what string, status int) *upstreamProxyError {
+	return &upstreamProxyError{msg: "the upstream proxy " + proxy.Redacted() + " refused the " + what + ": " + statusLine(status)}
+}
+
+// statusLine is "407 Proxy Authentication Required": the code and its
+// standard text, never a reason phrase someone else wrote.
+func statusLine(code int) string {
+	if text := http.StatusText(code); text != "" {
+		return strconv.Itoa(code) + " " + text
+	}
+	return strconv.Itoa(code)
 }
 
 // Result is one robots.txt fetch: how it went, what the origin asked
@@ -334,9 +440,14 @@ func (r *Result) fail(outcome robots.Outcome, detail string, err error) {
 	r.Outcome, r.Detail, r.Err = outcome, detail, err
 }
 
-// failNetwork records an error that left no usable answer.
+// failNetwork records an error that left no usable answer; an upstream
+// proxy's failure is told apart from the origin's.
 func (r *Result) failNetwork(err error) {
-	r.fail(robots.OutcomeUnreachable, "robots.txt unreachable: "+netcause.Of(err), err)
+	cause := netcause.Of(err)
+	if pe, ok := errors.AsType[*upstreamProxyError](err); ok && !errors.Is(err, context.Canceled) {
+		cause = pe.Error()
+	}
+	r.fail(robots.OutcomeUnreachable, "robots.txt unreachable: "+cause, err)
 }
 
 // fetch requests robots.txt of res.Origin, canonical by now, and follows
@@ -403,7 +514,14 @@ func (f *Fetcher) get(ctx context.Context, u *url.URL) (*http.Response, error) {
 	}
 	// The transport, not a Client: redirects are followed by fetch, and
 	// there is no cookie jar, no Referer, no credentials to carry.
-	return f.transport.RoundTrip(req)
+	resp, err := f.transport.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusProxyAuthRequired && f.opts.UpstreamProxy != nil && u.Scheme == "http" {
+		// The proxy's own answer: an origin does not ask for proxy
+		// credentials, and this one must not pass for its robots.txt.
+		resp.Body.Close()
+		return nil, refusedBy(f.opts.UpstreamProxy, "request", resp.StatusCode)
+	}
+	return resp, err
 }
 
 // readRules reads a 2xx body up to the parse limit and parses it, and
