@@ -81,9 +81,9 @@ type Options struct {
 	// Fleet is the state this instance shares with a fleet (Redis): its
 	// health is shown at /healthz and its metrics are served; nil for an
 	// instance that works alone.
-	Fleet FleetState
-	Logger       *slog.Logger
-	Version      string
+	Fleet   FleetState
+	Logger  *slog.Logger
+	Version string
 }
 
 // FleetState is what an instance shares with the rest of its fleet
