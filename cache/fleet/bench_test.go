@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -47,6 +48,48 @@ func BenchmarkScheduleTake(b *testing.B) {
 	for b.Loop() {
 		if _, _, _, err := s.Take(b.Context(), "https://example.com:443 googlebot", time.Microsecond, 0); err != nil {
 			b.Fatalf("Take: %v", err)
+		}
+	}
+}
+
+// BenchmarkSecondLevelHit is what a Get costs that misses this process's
+// memory and finds a fresh entry in Redis: the round trip, the copy into
+// memory, the Get itself. Decoding the value is the caller's (for
+// robots.txt, fetch's BenchmarkDecode: parsing the body again); here it is
+// a copy.
+func BenchmarkSecondLevelHit(b *testing.B) {
+	srv := redistest.Start(b)
+	c, _ := newClient(b, srv, fleet.Options{})
+	rules, err := cache.NewShared(cache.DefaultOptions(),
+		func(context.Context, string) cache.Result[[]byte] {
+			b.Fatal("a load ran: every key is fresh in Redis")
+			return cache.Result[[]byte]{}
+		},
+		cache.SecondLevel[[]byte]{
+			Store:    c.Robots(),
+			Decode:   func(_ string, data []byte) ([]byte, int64, error) { return bytes.Clone(data), int64(len(data)), nil },
+			ClaimTTL: time.Second,
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rules.Close()
+	now := time.Now()
+	e := cache.SharedEntry{
+		Value:   bytes.Repeat([]byte("User-agent: *\nDisallow: /search?q=\n"), 120), // 4 KiB, a typical robots.txt
+		Outcome: "ok", LastOutcome: "ok", LoadedAt: now, ExpiresAt: now.Add(time.Hour), GoodAt: now,
+	}
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("https://origin-%d.example:443", i)
+		if err := c.Robots().Put(b.Context(), keys[i], e, time.Hour); err != nil {
+			b.Fatalf("Put: %v", err)
+		}
+	}
+	b.ResetTimer()
+	for _, key := range keys {
+		if _, info, err := rules.Get(b.Context(), key); err != nil || info.Source != cache.SourceShared {
+			b.Fatalf("Get(%s) = %v from %v, want a second-level hit", key, err, info.Source)
 		}
 	}
 }
