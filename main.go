@@ -183,19 +183,23 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 			return fmt.Errorf("leaf certificate issuer: %w", err)
 		}
 	}
-	destinations := cfg.Destinations()
-	fetcher := fetch.New(cfg.FetchOptions(buildVersion(), roots, destinations, log.With("component", "robots-fetch")))
-	defer fetcher.Close()
 	shared, err := joinFleet(cfg, log)
 	if err != nil {
 		return err
 	}
+	if shared != nil {
+		defer shared.Close()
+	}
+	destinations := cfg.Destinations()
+	fetchOpts := cfg.FetchOptions(buildVersion(), roots, destinations, log.With("component", "robots-fetch"))
+	fetchOpts.Share = shared != nil
+	fetcher := fetch.New(fetchOpts)
+	defer fetcher.Close()
 	paceOpts := cfg.PaceOptions()
 	cacheOpts := cfg.CacheOptions(log.With("component", "robots-cache"))
 	var rules *cache.Cache[*fetch.Result]
 	var fleetState proxy.FleetState
 	if shared != nil {
-		defer shared.Close()
 		fleetState = shared
 		paceOpts.Shared = shared.Schedules()
 		rules, err = cache.NewShared(cacheOpts, fetcher.Load, cache.SecondLevel[*fetch.Result]{

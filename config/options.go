@@ -109,7 +109,6 @@ func (c *Config) FetchOptions(version string, roots *x509.CertPool, destinations
 		RootCAs:        roots,
 		DialControl:    destinations.Control,
 		UpstreamProxy:  c.UpstreamProxy,
-		Share:          c.Fleet(),
 		Logger:         log,
 	}
 }
