@@ -372,7 +372,8 @@ func (p *Pacer) scheduleKey(origin string, who Identity) uint64 {
 // sharedKey names who's schedule at origin in the Shared schedules:
 // origin, a zero byte, the kind and the name, a token in lower case, as
 // scheduleKey hashes them but with no seed, so that every process of a
-// fleet names it alike.
+// fleet names it alike. (One writer for both would make scheduleKey's
+// hash escape: the local path must not allocate.)
 func sharedKey(origin string, who Identity) string {
 	name, kind := who.schedule()
 	var b strings.Builder
