@@ -9,7 +9,9 @@
 // time has passed says nothing a missing one would not, so schedules live
 // only while they hold a request back, and are swept as the table grows.
 // With Options.Shared, the schedules are a fleet's, kept where every
-// instance finds them; an instance paces by its own while they fail.
+// instance finds them. Each instance still keeps the starts it handed out
+// itself, as a lower bound: it paces by them while the shared schedules
+// fail, and they hold when the shared ones come back having lost theirs.
 package pace
 
 import (
@@ -160,11 +162,13 @@ type Options struct {
 	MaxConnsPerOrigin int
 	// MaxSchedules bounds the schedules kept at once; 0 means
 	// DefaultMaxSchedules. Past it a new identity is Full until schedules
-	// run out. It bounds this Pacer's own table, not the Shared one.
+	// run out. It bounds this Pacer's own table, not the Shared one:
+	// with Shared, a full table refuses only while the Shared schedules
+	// fail, and otherwise just leaves a start unrecorded.
 	MaxSchedules int
 	// Shared keeps the schedules where every Pacer of a fleet finds them;
-	// nil keeps them in this process. While it fails, the Pacer keeps
-	// them itself, request by request.
+	// nil keeps them in this process. The Pacer keeps its own starts as
+	// well, and paces by them alone while Shared fails.
 	Shared SharedSchedules
 }
 
@@ -287,13 +291,14 @@ type Admission struct {
 
 	p         *Pacer
 	key       uint64
-	slot      int64 // the start this request took; -1 for none
+	slot      int64 // the start this request took in the Pacer's own schedule; -1 for none
 	interval  int64
 	origin    uint64
 	holdsConn bool
-	// sharedKey names the Shared schedule slot was taken on; "" when slot
-	// is a local one, or none.
-	sharedKey string
+	// sharedKey names the Shared schedule sharedSlot was taken on; "" for
+	// none.
+	sharedKey  string
+	sharedSlot int64
 }
 
 // Allowed reports whether the request may go on to the origin: on time,
@@ -424,11 +429,23 @@ func (p *Pacer) takeSlot(ctx context.Context, a *Admission) bool {
 	return p.hold(ctx, a, early)
 }
 
-// takeSharedSlot is takeSlot on the Shared schedule of who at origin. When
-// the Shared schedules fail, this request is paced by the Pacer's own
-// schedule instead; when its client went away meanwhile, it goes no
-// further.
+// takeSharedSlot is takeSlot on the Shared schedule of who at origin,
+// bounded below by the Pacer's own: a request its own schedule refuses is
+// refused without asking, and one the Shared schedule lets start before
+// its own next start (they lost the starts this Pacer handed out) is held
+// until then. When the Shared schedules fail, this request is paced by the
+// Pacer's own schedule alone; when its client went away meanwhile, it goes
+// no further.
 func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string, who Identity) bool {
+	a.key = p.scheduleKey(origin, who)
+	s := &p.shards[a.key%shardCount]
+	s.mu.Lock()
+	own := s.next[a.key]
+	s.mu.Unlock()
+	if early := time.Duration(own - p.now()); early > 0 && (p.opts.Mode != ModeWait || early > p.opts.MaxWait) {
+		a.Outcome, a.RetryAfter = TooEarly, early
+		return p.opts.Mode == ModeAudit
+	}
 	key := sharedKey(origin, who)
 	var maxWait time.Duration
 	if p.opts.Mode == ModeWait {
@@ -441,7 +458,6 @@ func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string,
 			return false
 		}
 		p.fallbacks.Add(1)
-		a.key = p.scheduleKey(origin, who)
 		return p.takeSlot(ctx, a)
 	}
 	p.sharedTakes.Add(1)
@@ -450,11 +466,33 @@ func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string,
 		a.Outcome, a.RetryAfter = TooEarly, early
 		return p.opts.Mode == ModeAudit
 	}
-	a.slot, a.sharedKey = slot, key
-	if early <= 0 {
+	a.sharedKey, a.sharedSlot = key, slot
+	if early = p.keepStart(a, own, early); early <= 0 {
 		return true
 	}
 	return p.hold(ctx, a, early)
+}
+
+// keepStart records in the Pacer's own schedule the start a took on the
+// Shared one, early from now, or own if later: the Pacer's own next start
+// before it asked. It returns how long until that start. A full table
+// leaves the start unrecorded: it bounds the Pacer's own schedules only,
+// and refuses nobody the Shared ones admit.
+func (p *Pacer) keepStart(a *Admission, own int64, early time.Duration) time.Duration {
+	s := &p.shards[a.key%shardCount]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := p.now()
+	start := max(own, now+int64(early))
+	next, known := s.next[a.key]
+	// A later start recorded meanwhile, by a request that asked after this
+	// one, stays.
+	if start+a.interval > next && (known || s.makeRoom(now, p.perShard)) {
+		a.slot = start
+		s.next[a.key] = start + a.interval
+		s.freeAt = min(s.freeAt, start+a.interval)
+	}
+	return time.Duration(start - now)
 }
 
 // hold holds a's request for early, until the slot it took; false when its
@@ -499,17 +537,17 @@ func (s *shard) makeRoom(now int64, limit int) bool {
 	return len(s.next) < limit
 }
 
-// giveBack frees a's slot when nobody took a later one: the next request
-// may have it. Otherwise the later ones keep their starts, and the origin
-// just sees a longer gap. A Shared slot is given back even when ctx, the
-// request's, has ended: its client going away is often why.
+// giveBack frees a's slot, on the Shared schedule and in the Pacer's own,
+// when nobody took a later one: the next request may have it. Otherwise
+// the later ones keep their starts, and the origin just sees a longer gap.
+// A Shared slot is given back even when ctx, the request's, has ended: its
+// client going away is often why.
 func (p *Pacer) giveBack(ctx context.Context, a *Admission) {
 	if a.sharedKey != "" {
 		// An error leaves the slot taken, which costs the origin no more
 		// than a longer gap either.
-		_ = p.opts.Shared.GiveBack(context.WithoutCancel(ctx), a.sharedKey, a.slot, time.Duration(a.interval))
-		a.sharedKey, a.slot = "", -1
-		return
+		_ = p.opts.Shared.GiveBack(context.WithoutCancel(ctx), a.sharedKey, a.sharedSlot, time.Duration(a.interval))
+		a.sharedKey = ""
 	}
 	if a.slot < 0 {
 		return

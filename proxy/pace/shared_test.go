@@ -26,6 +26,9 @@ type memSchedules struct {
 	next    map[string]int64 // earliest start of the key's next request, in ns
 	calls   []sharedCall
 	failing bool
+	// slow, when set, holds the reply of the next Take, made already,
+	// until it is closed: a reply that comes late.
+	slow chan struct{}
 }
 
 // sharedCall is one call a memSchedules received.
@@ -42,6 +45,13 @@ func newMemSchedules() *memSchedules {
 }
 
 func (m *memSchedules) Take(ctx context.Context, key string, interval, maxWait time.Duration) (int64, time.Duration, bool, error) {
+	m.mu.Lock()
+	slow := m.slow
+	m.slow = nil
+	m.mu.Unlock()
+	if slow != nil {
+		defer func() { <-slow }() // after the unlock: defers run last first
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls = append(m.calls, sharedCall{op: "take", key: key, interval: interval, maxWait: maxWait, ctxDone: ctx.Err() != nil})
@@ -87,6 +97,20 @@ func (m *memSchedules) setFailing(failing bool) {
 	m.mu.Unlock()
 }
 
+// slowNext makes the next Take's reply wait until reply is closed.
+func (m *memSchedules) slowNext(reply chan struct{}) {
+	m.mu.Lock()
+	m.slow = reply
+	m.mu.Unlock()
+}
+
+// forget drops every schedule, as a restarted Redis does.
+func (m *memSchedules) forget() {
+	m.mu.Lock()
+	clear(m.next)
+	m.mu.Unlock()
+}
+
 // counter is the value of the Pacer's counter name, and whether it exports
 // one.
 func counter(t *testing.T, p *Pacer, name string) (float64, bool) {
@@ -106,7 +130,7 @@ func counter(t *testing.T, p *Pacer, name string) (float64, bool) {
 }
 
 // TestSharedOneSchedule: two Pacers sharing their schedules pace an
-// identity as one Pacer would, keeping nothing themselves.
+// identity as one Pacer would, each keeping only the starts it handed out.
 func TestSharedOneSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newMemSchedules()
@@ -133,8 +157,9 @@ func TestSharedOneSchedule(t *testing.T) {
 		if a := first.Admit(ctx, origin, Identity{Token: "bingbot"}, d); a.Outcome != OnTime {
 			t.Fatalf("another identity: %v", a.Outcome)
 		}
-		if n, m := first.Schedules(), second.Schedules(); n != 0 || m != 0 {
-			t.Errorf("%d and %d schedules kept locally, want none", n, m)
+		// The first's bingbot, the second's gptbot: each until 2s.
+		if n, m := first.Schedules(), second.Schedules(); n != 1 || m != 1 {
+			t.Errorf("%d and %d schedules kept locally, want 1 each", n, m)
 		}
 		for _, c := range store.log() {
 			if c.op != "take" || c.interval != time.Second || c.maxWait != 0 {
@@ -289,7 +314,8 @@ func TestSharedAudit(t *testing.T) {
 
 // TestSharedFallback: while the shared schedules fail, each request is
 // paced by the Pacer's own schedule, and counted; once they work again,
-// they pace again. A client gone while they failed goes no further.
+// they pace again. A client gone while they failed goes no further. A
+// request the Pacer's own schedule refuses is refused without asking.
 func TestSharedFallback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := newMemSchedules()
@@ -300,8 +326,15 @@ func TestSharedFallback(t *testing.T) {
 		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime {
 			t.Fatalf("first request, store failing: %v", a.Outcome)
 		}
+		time.Sleep(time.Second)
+		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime {
+			t.Fatalf("a second later, store failing: %v", a.Outcome)
+		}
 		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != time.Second {
-			t.Fatalf("second request, store failing: %v, retry after %v; want the local schedule's too early, 1s", a.Outcome, a.RetryAfter)
+			t.Fatalf("right after, store failing: %v, retry after %v; want the local schedule's too early, 1s", a.Outcome, a.RetryAfter)
+		}
+		if n := len(store.log()); n != 2 {
+			t.Errorf("%d calls, want 2: the early request is refused without asking", n)
 		}
 		if n := p.Schedules(); n != 1 {
 			t.Errorf("%d local schedules, want 1", n)
@@ -321,14 +354,203 @@ func TestSharedFallback(t *testing.T) {
 		if a := p.Admit(ctx, origin, Identity{Token: "bingbot"}, d); a.Outcome != TooEarly {
 			t.Fatalf("store back, second request: %v", a.Outcome)
 		}
-		if n := p.Schedules(); n != 1 {
-			t.Errorf("%d local schedules once the store is back, want the 1 of before", n)
+		if n := p.Schedules(); n != 2 {
+			t.Errorf("%d local schedules once the store is back, want 2: gptbot's of before and bingbot's", n)
 		}
 		if n, _ := counter(t, p, "robotsgate_pace_shared_fallbacks_total"); n != 2 {
 			t.Errorf("fallbacks %v once the store is back, want still 2", n)
 		}
-		if n, _ := counter(t, p, "robotsgate_pace_shared_takes_total"); n != 2 {
-			t.Errorf("shared takes %v, want 2", n)
+		if n, _ := counter(t, p, "robotsgate_pace_shared_takes_total"); n != 1 {
+			t.Errorf("shared takes %v, want 1", n)
+		}
+	})
+}
+
+// TestSharedFailsAfterTake: a Pacer keeps the starts it took on the shared
+// schedules, and goes on from them when the shared schedules fail: the
+// identity that just had its start is not let through again at once.
+func TestSharedFailsAfterTake(t *testing.T) {
+	for _, c := range []struct {
+		opts    Options
+		outcome Outcome
+		retry   time.Duration // RetryAfter for TooEarly, Waited for Waited
+	}{
+		{Options{}, TooEarly, 990 * time.Millisecond},
+		{Options{Mode: ModeAudit}, TooEarly, 990 * time.Millisecond},
+		{Options{Mode: ModeWait, MaxWait: 500 * time.Millisecond}, TooEarly, 990 * time.Millisecond},
+		{Options{Mode: ModeWait, MaxWait: time.Minute}, Waited, 990 * time.Millisecond},
+	} {
+		t.Run(fmt.Sprint(c.opts.Mode, c.opts.MaxWait), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := newMemSchedules()
+				c.opts.Shared = store
+				p := New(c.opts)
+				ctx := context.Background()
+				d := delay(time.Second)
+				if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime {
+					t.Fatalf("first request: %v", a.Outcome)
+				}
+				time.Sleep(10 * time.Millisecond)
+				store.setFailing(true)
+				a := p.Admit(ctx, origin, gptbot, d)
+				got := a.RetryAfter
+				if a.Outcome == Waited {
+					got = a.Waited
+				}
+				if a.Outcome != c.outcome || got != c.retry {
+					t.Fatalf("10ms later, store failing: %v after %v; want %v after %v", a.Outcome, got, c.outcome, c.retry)
+				}
+				if a.Allowed() != (c.outcome == Waited || c.opts.Mode == ModeAudit) {
+					t.Errorf("allowed %v", a.Allowed())
+				}
+			})
+		})
+	}
+}
+
+// TestSharedLost: when the shared schedules lose what they held (Redis
+// restarted, or the key expired), the starts this Pacer handed out still
+// hold. Enforce and audit refuse by them without asking; wait asks, so
+// that the shared schedule has the start, and holds the request until the
+// later of the two.
+func TestSharedLost(t *testing.T) {
+	t.Run("enforce and audit", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			store := newMemSchedules()
+			enforce, audit := New(Options{Shared: store}), New(Options{Mode: ModeAudit, Shared: store})
+			ctx := context.Background()
+			d := delay(time.Second)
+			enforce.Admit(ctx, origin, gptbot, d)
+			audit.Admit(ctx, origin, Identity{Token: "bingbot"}, d)
+			store.forget()
+			time.Sleep(100 * time.Millisecond)
+			calls := len(store.log())
+			if a := enforce.Admit(ctx, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != 900*time.Millisecond {
+				t.Errorf("enforce: %v, retry after %v; want too early, 900ms", a.Outcome, a.RetryAfter)
+			}
+			if a := audit.Admit(ctx, origin, Identity{Token: "bingbot"}, d); a.Outcome != TooEarly || !a.Allowed() || a.RetryAfter != 900*time.Millisecond {
+				t.Errorf("audit: %v allowed %v, retry after %v; want too early, forwarded, 900ms", a.Outcome, a.Allowed(), a.RetryAfter)
+			}
+			if n := len(store.log()) - calls; n != 0 {
+				t.Errorf("%d calls, want the early requests refused without asking", n)
+			}
+		})
+	})
+	for _, c := range []struct {
+		name string
+		// other takes a start on the forgotten shared schedule first: with
+		// a 500ms interval, the shared one lets the next start at 500ms.
+		other bool
+	}{
+		{"empty", false},
+		{"earlier", true},
+	} {
+		t.Run("wait/"+c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := newMemSchedules()
+				opts := Options{Mode: ModeWait, MaxWait: time.Minute, Shared: store}
+				p := New(opts)
+				ctx := context.Background()
+				d := delay(time.Second)
+				p.Admit(ctx, origin, gptbot, d)
+				store.forget()
+				if c.other {
+					New(opts).Admit(ctx, origin, gptbot, delay(500*time.Millisecond))
+				}
+				time.Sleep(100 * time.Millisecond)
+				if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != Waited || a.Waited != 900*time.Millisecond {
+					t.Fatalf("after the store forgot: %v after %v; want held until the local 1s start", a.Outcome, a.Waited)
+				}
+				// The start at 1s is recorded: the next one is at 2s.
+				store.setFailing(true)
+				if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != Waited || a.Waited != time.Second {
+					t.Errorf("at 1s, store failing: %v after %v; want held until 2s", a.Outcome, a.Waited)
+				}
+			})
+		})
+	}
+}
+
+// TestSharedGiveBackOwn: a request that never reached the origin gives its
+// start back to the Pacer's own schedule too, so that the request after it
+// may have it there as well when the shared schedules fail.
+func TestSharedGiveBackOwn(t *testing.T) {
+	t.Run("undo and busy", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			store := newMemSchedules()
+			p := New(Options{Shared: store, MaxConnsPerOrigin: 1})
+			ctx := context.Background()
+			d := delay(time.Second)
+			a := p.Admit(ctx, origin, gptbot, d)
+			a.Undo()
+			other := Identity{Token: "bingbot"}
+			held := p.Admit(ctx, origin, other, d)
+			if busy := p.Admit(ctx, origin, Identity{Token: "ccbot"}, d); busy.Outcome != Busy {
+				t.Fatalf("past the connection bound: %v", busy.Outcome)
+			}
+			held.Done()
+			if n := p.Schedules(); n != 1 {
+				t.Errorf("%d local schedules, want bingbot's only", n)
+			}
+			store.setFailing(true)
+			for _, who := range []Identity{gptbot, {Token: "ccbot"}} {
+				b := p.Admit(ctx, origin, who, d)
+				if b.Outcome != OnTime {
+					t.Errorf("%s, store failing: %v, want its start given back", who.Token, b.Outcome)
+				}
+				b.Done()
+			}
+		})
+	})
+	t.Run("gone", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			store := newMemSchedules()
+			opts := Options{Mode: ModeWait, MaxWait: time.Minute, Shared: store}
+			p := New(opts)
+			d := delay(time.Second)
+			p.Admit(context.Background(), origin, gptbot, d)
+			ctx, hangUp := context.WithCancel(context.Background())
+			gone := make(chan Admission)
+			go func() { gone <- p.Admit(ctx, origin, gptbot, d) }() // held for the start at 1s
+			synctest.Wait()
+			hangUp()
+			if a := <-gone; a.Outcome != Gone {
+				t.Fatalf("hung up: %v", a.Outcome)
+			}
+			store.setFailing(true)
+			if a := p.Admit(context.Background(), origin, gptbot, d); a.Outcome != Waited || a.Waited != time.Second {
+				t.Errorf("store failing: %v after %v; want the start at 1s given back and taken", a.Outcome, a.Waited)
+			}
+		})
+	})
+}
+
+// TestSharedRepliesOutOfOrder: when two requests' shared starts come back
+// in the other order, the later start stays the Pacer's own.
+func TestSharedRepliesOutOfOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemSchedules()
+		p := New(Options{Mode: ModeWait, MaxWait: time.Minute, Shared: store})
+		ctx := context.Background()
+		d := delay(time.Second)
+		p.Admit(ctx, origin, gptbot, d)
+		slow := make(chan struct{})
+		store.slowNext(slow)
+		first, second := make(chan Admission), make(chan Admission)
+		go func() { first <- p.Admit(ctx, origin, gptbot, d) }() // the start at 1s, its reply late
+		synctest.Wait()
+		go func() { second <- p.Admit(ctx, origin, gptbot, d) }() // the start at 2s
+		synctest.Wait()
+		close(slow)
+		if a := <-first; a.Outcome != Waited || a.Waited != time.Second {
+			t.Errorf("first: %v after %v, want held 1s", a.Outcome, a.Waited)
+		}
+		if a := <-second; a.Outcome != Waited || a.Waited != 2*time.Second {
+			t.Errorf("second: %v after %v, want held 2s", a.Outcome, a.Waited)
+		}
+		store.setFailing(true)
+		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != Waited || a.Waited != time.Second {
+			t.Errorf("at 2s, store failing: %v after %v; want held until 3s", a.Outcome, a.Waited)
 		}
 	})
 }
