@@ -69,7 +69,8 @@ func (s SecondLevel[V]) validate() error {
 //     forget a good value of its own: if the Store holds only a failure,
 //     or an older good value, the process keeps serving its own (stale).
 //   - A Store error makes that refresh work alone, exactly as a Cache
-//     from New does, with no further Store calls.
+//     from New does, with no further Store calls but the release of a
+//     claim it holds, in the background.
 func NewShared[V any](opts Options, load LoadFunc[V], second SecondLevel[V]) (*Cache[V], error) {
 	if err := second.validate(); err != nil {
 		return nil, err
