@@ -69,7 +69,8 @@ func (s SecondLevel[V]) validate() error {
 //     forget a good value of its own: if the Store holds only a failure,
 //     or an older good value, the process keeps serving its own (stale).
 //   - A Store error makes that refresh work alone, exactly as a Cache
-//     from New does, with no further Store calls.
+//     from New does, with no further Store calls but the release of a
+//     claim it holds, in the background.
 func NewShared[V any](opts Options, load LoadFunc[V], second SecondLevel[V]) (*Cache[V], error) {
 	if err := second.validate(); err != nil {
 		return nil, err
@@ -190,18 +191,20 @@ func (c *Cache[V]) throughStore(ctx context.Context, key string, local *entry[V]
 
 // underClaim loads key under the claim just taken, unless another process
 // put a fresh entry and released its claim between this process's look
-// (which saw an entry loaded at seen, zero for none) and its claim: then
-// that entry is taken (loaded false) and the claim released, so that a
-// fleet starting cold loads once. The extra look costs a round trip per
-// load, which is a fetch over the network anyway.
-func (c *Cache[V]) underClaim(ctx context.Context, key string, local *entry[V], localInMain bool, first *stored[V], seen time.Time, release func()) (f flightResult[V], loaded bool, err error) {
+// (which saw the entry seen, zero for none) and its claim: then that entry
+// is taken (loaded false) and the claim released, so that a fleet starting
+// cold loads once. The extra look costs a round trip per load, which is a
+// fetch over the network anyway.
+func (c *Cache[V]) underClaim(ctx context.Context, key string, local *entry[V], localInMain bool, first *stored[V], seen version, release func()) (f flightResult[V], loaded bool, err error) {
 	se, found, err := c.second.Store.Get(ctx, key)
 	if err != nil {
-		// The claim expires by itself.
+		// The Store may have failed for this process alone: the others
+		// must not wait out the claim. The Get does not wait for it.
+		go release()
 		return flightResult[V]{}, false, unavailableError{fmt.Errorf("getting %q: %w", key, err)}
 	}
 	shared := first
-	if found && !se.LoadedAt.Equal(seen) { // the entry seen was no use: only a new one is looked at
+	if found && !versionOf(se).equal(seen) { // the entry seen was no use: only a new one is looked at
 		shared = c.decodeShared(key, se)
 		if e := c.adopt(shared, local, time.Now()); e != nil {
 			release()
@@ -217,8 +220,8 @@ func (c *Cache[V]) underClaim(ctx context.Context, key string, local *entry[V], 
 // polling the Store, and takes that entry. If the claim ends without one,
 // it claims the key and loads it; if the wait outlasts a claim's whole
 // life, it loads without a claim. shared is the entry the Store held
-// before the wait (nil if none or undecodable), loaded at seen.
-func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], localInMain bool, shared *stored[V], seen time.Time) (flightResult[V], error) {
+// before the wait (nil if none or undecodable), seen its version.
+func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], localInMain bool, shared *stored[V], seen version) (flightResult[V], error) {
 	// The claim seen expires within ClaimTTL: one more poll after that
 	// either finds the entry or claims the key, unless yet another
 	// process claimed it first.
@@ -268,8 +271,10 @@ func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], local
 
 // loadShared loads key, stores the result in memory and puts it in the
 // Store, unless Result.Shared is nil, then calls release to end the claim
-// it loaded under. After a failed Put it leaves the claim to expire rather
-// than make the Get wait for one more call to a failing Store.
+// it loaded under. After a failed Put it releases the claim in the
+// background: the Store may have failed for this process alone, and the
+// others would wait out the claim, but the Get need not wait for one more
+// call to a Store that just failed.
 //
 // The load settles against both the entry this process holds (local) and
 // the Store's (shared, nil if none): the failure count comes from the one
@@ -314,6 +319,7 @@ func (c *Cache[V]) loadShared(ctx context.Context, key string, local *entry[V], 
 		}
 	}
 	if err := c.second.Store.Put(ctx, key, toShared(put, encoded), put.keepUntil.Sub(now)); err != nil {
+		go release()
 		return f, unavailableError{fmt.Errorf("putting %q: %w", key, err)}
 	}
 	release()
@@ -358,17 +364,34 @@ func newestGood[V any](local, storeGood *entry[V]) *entry[V] {
 
 // getShared returns key's entry in the Store, or nil when the Store has
 // none or its value does not decode (it is then loaded again and
-// replaced), and the LoadedAt the Store gave, decodable or not (zero for
-// none). The error is an unavailableError.
-func (c *Cache[V]) getShared(ctx context.Context, key string) (*stored[V], time.Time, error) {
+// replaced), and the version of the entry the Store gave, decodable or not
+// (zero for none). The error is an unavailableError.
+func (c *Cache[V]) getShared(ctx context.Context, key string) (*stored[V], version, error) {
 	se, found, err := c.second.Store.Get(ctx, key)
 	if err != nil {
-		return nil, time.Time{}, unavailableError{fmt.Errorf("getting %q: %w", key, err)}
+		return nil, version{}, unavailableError{fmt.Errorf("getting %q: %w", key, err)}
 	}
 	if !found {
-		return nil, time.Time{}, nil
+		return nil, version{}, nil
 	}
-	return c.decodeShared(key, se), se.LoadedAt, nil
+	return c.decodeShared(key, se), versionOf(se), nil
+}
+
+// version tells a Store's entry from the one it replaced. LoadedAt alone
+// does not: a stale entry keeps its good value's, so the entry of a retry
+// that failed again differs from the last only in its retry time and
+// failure count.
+type version struct {
+	loadedAt, expiresAt time.Time
+	failures            int
+}
+
+func versionOf(se SharedEntry) version {
+	return version{loadedAt: se.LoadedAt, expiresAt: se.ExpiresAt, failures: se.Failures}
+}
+
+func (v version) equal(w version) bool {
+	return v.loadedAt.Equal(w.loadedAt) && v.expiresAt.Equal(w.expiresAt) && v.failures == w.failures
 }
 
 // decodeShared returns the entry se stands for, nil when its value does

@@ -32,8 +32,10 @@ type memStore struct {
 	entries map[string]memEntry
 	claims  map[string]memClaim
 	claimID int
-	calls   map[string]int  // by method: Get, Claim, Put, release
-	failing map[string]bool // by method: Get, Claim, Put
+	calls   map[string]int // by method: Get, Claim, Put, release
+	// failing is by method (Get, Claim, Put) the number of its first
+	// call to fail, and every one after; 0 for none.
+	failing map[string]int
 	// heldElsewhere makes every Claim find the key claimed by yet
 	// another process.
 	heldElsewhere bool
@@ -56,7 +58,7 @@ func newMemStore() *memStore {
 		entries: make(map[string]memEntry),
 		claims:  make(map[string]memClaim),
 		calls:   make(map[string]int),
-		failing: make(map[string]bool),
+		failing: make(map[string]int),
 	}
 }
 
@@ -67,7 +69,7 @@ func (s *memStore) begin(ctx context.Context, method string) error {
 	if ctx.Err() != nil {
 		s.cancelled++
 	}
-	if !s.failing[method] {
+	if first := s.failing[method]; first == 0 || s.calls[method] < first {
 		return nil
 	}
 	s.mu.Unlock()
@@ -152,7 +154,18 @@ func (s *memStore) count(method string) int {
 func (s *memStore) fail(method string, on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failing[method] = on
+	s.failing[method] = 0
+	if on {
+		s.failing[method] = s.calls[method] + 1
+	}
+}
+
+// failFrom makes method fail from its call number first (1 for the first)
+// on.
+func (s *memStore) failFrom(method string, first int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failing[method] = first
 }
 
 func (s *memStore) claimed(key string) bool {
@@ -442,12 +455,18 @@ func TestSharedStoreUnavailable(t *testing.T) {
 			wantTook:  storeBound,
 		},
 		{
-			// The claim is left to expire: releasing it would be one more
-			// call to a failing Store.
+			// The claim is released all the same, in the background: the
+			// Store may have failed for this process alone.
 			name:  "Put fails",
 			setup: func(_ *testing.T, store *memStore, _ string) { store.fail("Put", true) },
 			// Get: the first look, and the one after the claim.
-			wantCalls: map[string]int{"Get": 2, "Claim": 1, "Put": 1},
+			wantCalls: map[string]int{"Get": 2, "Claim": 1, "Put": 1, "release": 1},
+			wantTook:  storeBound,
+		},
+		{
+			name:      "Get fails under the claim",
+			setup:     func(_ *testing.T, store *memStore, _ string) { store.failFrom("Get", 2) },
+			wantCalls: map[string]int{"Get": 2, "Claim": 1, "release": 1},
 			wantTook:  storeBound,
 		},
 		{
@@ -480,6 +499,7 @@ func TestSharedStoreUnavailable(t *testing.T) {
 				if took := time.Since(start); took != tt.wantTook {
 					t.Errorf("Get took %s, want %s", took, tt.wantTook)
 				}
+				synctest.Wait() // for a release in the background
 				for _, m := range []string{"Get", "Claim", "Put", "release"} {
 					if got := store.count(m); got != tt.wantCalls[m] {
 						t.Errorf("%d %s calls, want %d", got, m, tt.wantCalls[m])
@@ -936,16 +956,16 @@ func TestSharedEveryGetCountedOnce(t *testing.T) {
 	})
 }
 
-// finishesFirst is a Store in which another process loads key, puts its
-// entry and releases its claim between a caller's look and its claim.
-type finishesFirst struct {
+// racedStore is a Store in which another process acts, by race, between
+// a caller's first look and its first claim.
+type racedStore struct {
 	*memStore
-	other *Cache[string]
+	race func(ctx context.Context, key string) error
 }
 
-func (s finishesFirst) Claim(ctx context.Context, key string, ttl time.Duration) (func(), bool, error) {
+func (s racedStore) Claim(ctx context.Context, key string, ttl time.Duration) (func(), bool, error) {
 	if s.memStore.count("Claim") == 0 {
-		if _, _, err := s.other.Get(ctx, key); err != nil {
+		if err := s.race(ctx, key); err != nil {
 			return nil, false, err
 		}
 	}
@@ -960,7 +980,12 @@ func TestSharedLooksAgainUnderClaim(t *testing.T) {
 		store, o := newMemStore(), newOrigin(Result[string]{MaxAge: time.Hour})
 		other := newProcess(t, DefaultOptions(), sharing(o, 0), store)
 		defer other.Close()
-		c := newProcess(t, DefaultOptions(), sharing(o, 0), finishesFirst{store, other})
+		// The other process loads key, puts its entry and releases its
+		// claim.
+		c := newProcess(t, DefaultOptions(), sharing(o, 0), racedStore{store, func(ctx context.Context, key string) error {
+			_, _, err := other.Get(ctx, key)
+			return err
+		}})
 		defer c.Close()
 		const key = "https://example.com:443"
 		get(t, c, key, key+"#1", SourceShared)
@@ -969,6 +994,51 @@ func TestSharedLooksAgainUnderClaim(t *testing.T) {
 		}
 		if store.claimed(key) {
 			t.Error("the claim taken after the other's load is still held")
+		}
+		if s := c.Stats().Shared; s != (SharedStats{Found: 1}) {
+			t.Errorf("Stats().Shared = %+v, want one entry found", s)
+		}
+	})
+}
+
+// TestSharedLooksAgainUnderClaimAtRetry: a stale entry another process
+// puts between this process's look and its claim is a new one, though it
+// keeps the LoadedAt of the entry seen (its good value's): this process
+// takes it rather than retry at once and put the failure count it saw
+// over the fleet's.
+func TestSharedLooksAgainUnderClaimAtRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		o := newOrigin(Result[string]{Value: "disallow all", Failed: true, Outcome: "unreachable"})
+		const key = "https://example.com:443"
+		goodAt := time.Now().Add(-time.Hour)
+		seen := SharedEntry{Value: encode(key + "#1"), Outcome: "ok", LastOutcome: "unreachable",
+			Stale: true, Failures: 2, LoadedAt: goodAt, ExpiresAt: time.Now(), GoodAt: goodAt}
+		store.put(t, key, seen)
+		retried := seen
+		retried.Failures, retried.ExpiresAt = 3, time.Now().Add(4*time.Minute)
+		c := newProcess(t, DefaultOptions(), sharing(o, 0), racedStore{store, func(ctx context.Context, key string) error {
+			return store.Put(ctx, key, retried, 24*time.Hour)
+		}})
+		defer c.Close()
+
+		info := get(t, c, key, key+"#1", SourceStale)
+		want := Info{Source: SourceStale, Outcome: "ok", LastOutcome: "unreachable", Failures: 3,
+			LoadedAt: goodAt, ExpiresAt: retried.ExpiresAt}
+		if !sameInfo(info, want) {
+			t.Errorf("Info = %+v\nwant %+v", info, want)
+		}
+		if n := o.count(key); n != 0 {
+			t.Errorf("%d loads, want none", n)
+		}
+		if e, _, _ := store.entry(key); !sameShared(e, retried) {
+			t.Errorf("store holds %+v\nwant the other process's %+v", e, retried)
+		}
+		if n := store.count("Put"); n != 1 {
+			t.Errorf("%d Puts, want the other process's only", n)
+		}
+		if store.claimed(key) {
+			t.Error("the claim is still held")
 		}
 		if s := c.Stats().Shared; s != (SharedStats{Found: 1}) {
 			t.Errorf("Stats().Shared = %+v, want one entry found", s)

@@ -14,17 +14,23 @@ import (
 // for that Get.
 //
 // A Cache calls it only for a key it holds no fresh value for, once per key
-// at a time: Get; if that finds no fresh entry, Claim; then, claimed, Put
-// after the load and release; not claimed, Get and Claim again every 10 to
-// 200 ms until the entry appears or the claim is won, for at most the
-// claim's ttl plus 200 ms.
+// at a time: Get; if that finds no fresh entry, Claim; then, claimed, Get
+// again (another process may have put its entry just before the claim),
+// and Put after the load and release; not claimed, Get and Claim again
+// every 10 to 200 ms until the entry appears or the claim is won, for at
+// most the claim's ttl plus 200 ms. After a failed call it makes no more,
+// except to release a claim it holds.
 type Store interface {
 	// Get returns key's shared entry; found is false when it has none.
 	Get(ctx context.Context, key string) (e SharedEntry, found bool, err error)
 	// Claim makes the caller key's one loader for at most ttl, unless
 	// another holds a claim that has not expired (claimed false). release
 	// ends the claim early; it releases only the caller's own claim, never
-	// one taken after it expired.
+	// one taken after it expired. It is best effort, within the same short
+	// bound, and must try even when the Store's other calls have failed:
+	// the failure may be the caller's alone, and the other processes would
+	// wait out the claim. After a failure the Cache calls it in the
+	// background.
 	Claim(ctx context.Context, key string, ttl time.Duration) (release func(), claimed bool, err error)
 	// Put stores e for key, to be dropped after keep.
 	Put(ctx context.Context, key string, e SharedEntry, keep time.Duration) error

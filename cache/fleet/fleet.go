@@ -2,7 +2,8 @@
 // Redis: robots.txt entries (a cache.Store) and crawl schedules (a
 // pace.SharedSchedules). When Redis fails, it says so at once and the
 // callers work alone: every operation after a failure is refused without
-// touching the network until a background PING finds Redis again.
+// touching the network until a background PING finds Redis again, but for
+// the release of a claim, which is always tried.
 //
 // Any Redis from 5.0 on will do, or a server that speaks its protocol and
 // Lua scripts.
@@ -14,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,6 +73,7 @@ type Client struct {
 	// is logged once.
 	up      atomic.Bool
 	mu      sync.Mutex
+	everUp  bool // Redis has answered since New: it can come back
 	since   time.Time
 	lastErr string
 	changes atomic.Uint64
@@ -120,8 +123,16 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if ro.TLSConfig != nil {
 		ro.TLSConfig.RootCAs = opts.RootCAs
 	}
-	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = opts.Timeout, opts.Timeout, opts.Timeout, opts.Timeout
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = opts.Timeout, opts.Timeout, opts.Timeout
 	ro.ContextTimeoutEnabled = true
+	// A burst of requests (a crawler starting on many origins at once)
+	// may want more connections at a time than go-redis's default pool of
+	// 10 per CPU. One that waits for a connection gives up at half the
+	// Timeout, before the operation's own deadline, so that its error is
+	// the pool's: that fails the one operation, which the caller then does
+	// alone, but says nothing about Redis (see redisFailed).
+	ro.PoolSize = max(64, 10*runtime.GOMAXPROCS(0))
+	ro.PoolTimeout = opts.Timeout / 2
 	// A fast failure matters more than a retry: the caller has a way to
 	// work alone, and a script or claim run twice is not the same as once.
 	ro.MaxRetries = -1
@@ -159,6 +170,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		c.log.Warn(msgDown, "addr", c.addr, "err", err)
 	} else {
 		c.up.Store(true)
+		c.everUp = true
 		c.log.Info(msgUp, "addr", c.addr)
 	}
 	go c.probe()
@@ -177,7 +189,8 @@ func (l goRedisLog) Printf(ctx context.Context, format string, args ...any) {
 	}
 }
 
-// The log lines of a change of state, one each way.
+// The log lines of a change of state: msgUp the first time Redis answers,
+// msgDown each time it fails, msgBack each time it answers again.
 const (
 	msgUp   = "redis reachable: robots.txt and crawl schedules are shared with the fleet"
 	msgDown = "redis unreachable: this instance keeps robots.txt and crawl schedules to itself until it returns"
@@ -219,8 +232,7 @@ func (c *Client) Status() Status {
 
 // do runs f against Redis for op within Timeout, unless Redis is down: then
 // it refuses at once, so that the caller works alone without waiting. A
-// failure marks Redis down, except when the caller gave up first: its own
-// cancellation or deadline says nothing about Redis.
+// failure of Redis marks it down (see redisFailed).
 func (c *Client) do(ctx context.Context, op op, f func(ctx context.Context) error) error {
 	if !c.up.Load() {
 		c.count(op, resultSkipped)
@@ -234,10 +246,36 @@ func (c *Client) do(ctx context.Context, op op, f func(ctx context.Context) erro
 		return nil
 	}
 	c.count(op, resultError)
-	if ctx.Err() == nil {
+	if redisFailed(ctx, err) {
 		c.markDown(err)
 	}
 	return fmt.Errorf("%s on redis: %w", op, err)
+}
+
+// redisFailed reports whether err, the error of an operation on the
+// caller's ctx, says that Redis failed, rather than the caller or this
+// process: the caller's own cancellation or deadline says nothing about
+// Redis, nor does a wait for a free connection of the pool that timed out,
+// which a burst of this instance's requests causes while Redis answers
+// every other instance.
+func redisFailed(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && !errors.Is(err, redis.ErrPoolTimeout)
+}
+
+// bestEffort runs f against Redis for op within Timeout, on the Client's
+// own context, whether Redis is marked down or not, and leaves that mark
+// as it is. It is for what spares the other instances a wait, as ending a
+// claim does: this instance may have found Redis down alone (a timeout on
+// a busy machine), and a bestEffort that fails costs no more than not
+// trying.
+func (c *Client) bestEffort(op op, f func(ctx context.Context) error) {
+	ctx, cancel := context.WithTimeout(c.stopCtx, c.timeout)
+	defer cancel()
+	if err := f(ctx); err != nil {
+		c.count(op, resultError)
+		return
+	}
+	c.count(op, resultOK)
 }
 
 // ping asks Redis whether it answers, within Timeout.
@@ -292,7 +330,10 @@ func (c *Client) probe() {
 	}
 }
 
-// tryUp PINGs Redis and, when it answers, marks it up.
+// tryUp PINGs Redis and, when it answers, marks it up. Redis that answers
+// for the first time, having been down since New, did not come back: that
+// is logged as msgUp, without a down_for. It is a change of state all the
+// same, counted as such, as robotsgate_redis_up goes from 0 to 1.
 func (c *Client) tryUp() {
 	err := c.ping(c.stopCtx)
 	c.mu.Lock()
@@ -307,5 +348,10 @@ func (c *Client) tryUp() {
 	c.up.Store(true)
 	c.since, c.lastErr = time.Now(), ""
 	c.changes.Add(1)
+	if !c.everUp {
+		c.everUp = true
+		c.log.Info(msgUp, "addr", c.addr)
+		return
+	}
 	c.log.Info(msgBack, "addr", c.addr, "down_for", downFor.Round(time.Millisecond))
 }

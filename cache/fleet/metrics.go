@@ -70,7 +70,7 @@ func newDescs() descs {
 		up: prometheus.NewDesc("robotsgate_redis_up",
 			"1 while the fleet's Redis answers; 0 while this instance works alone.", nil, nil),
 		changes: prometheus.NewDesc("robotsgate_redis_state_changes_total",
-			"Times Redis went down or came back.", nil, nil),
+			"Times robotsgate_redis_up changed: Redis went down, or answered after being down.", nil, nil),
 		ops: prometheus.NewDesc("robotsgate_redis_operations_total",
 			"Operations on Redis, by op and result (ok; error: Redis failed or was too slow; skipped: refused at once while Redis was down, the caller worked alone).",
 			[]string{"op", "result"}, nil),

@@ -110,13 +110,13 @@ func (s *RobotsStore) Claim(ctx context.Context, key string, ttl time.Duration) 
 	if !claimed {
 		return noop, false, nil
 	}
-	// The loader that releases may have finished its caller's request: the
-	// release runs on a context of its own, bounded by Timeout in do.
-	releaseCtx := context.WithoutCancel(ctx)
+	// The loader that releases may have finished its caller's request, and
+	// may have found Redis down since the claim when the other instances
+	// did not: the release is a bestEffort, which tries all the same.
 	var once sync.Once
 	release = func() {
 		once.Do(func() {
-			_ = s.c.do(releaseCtx, opRobotsRelease, func(ctx context.Context) error {
+			s.c.bestEffort(opRobotsRelease, func(ctx context.Context) error {
 				return s.c.scripts.release.Run(ctx, s.c.rdb, []string{k}, token).Err()
 			})
 		})

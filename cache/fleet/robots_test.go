@@ -290,3 +290,45 @@ func TestRobotsClaimExpires(t *testing.T) {
 		t.Error("the release of the claim holder did not end it")
 	}
 }
+
+// TestRobotsReleaseWhileMarkedDown: an instance that took Redis for down
+// when the others did not (here, a pause outlasted its timeout) still ends
+// its claim, so that they need not wait it out; the release leaves the
+// instance's view of Redis as it was.
+func TestRobotsReleaseWhileMarkedDown(t *testing.T) {
+	srv := redistest.Start(t)
+	// A prober that never runs keeps a down until the end.
+	a, _ := newClient(t, srv, fleet.Options{Timeout: testTimeout, RetryEvery: time.Hour})
+	b, _ := newClient(t, srv, fleet.Options{})
+	const key = "https://example.com:443"
+	release, claimed, err := a.Robots().Claim(t.Context(), key, time.Minute)
+	if err != nil || !claimed {
+		t.Fatalf("Claim = %v, %v; want claimed", claimed, err)
+	}
+
+	raw := srv.Raw(0)
+	if err := raw.ClientPause(t.Context(), 2*testTimeout).Err(); err != nil {
+		t.Fatalf("CLIENT PAUSE: %v", err)
+	}
+	if _, _, err := a.Robots().Get(t.Context(), key); err == nil {
+		t.Fatal("Get while Redis is paused succeeded")
+	}
+	// The pause holds this PING until it ends.
+	if err := raw.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("PING after the pause: %v", err)
+	}
+	if a.Status().Up {
+		t.Fatal("a timeout left Redis up")
+	}
+
+	release()
+	if _, claimed, err := b.Robots().Claim(t.Context(), key, time.Minute); err != nil || !claimed {
+		t.Errorf("another instance's Claim after the release = %v, %v; want claimed", claimed, err)
+	}
+	if a.Status().Up {
+		t.Error("the release marked Redis up")
+	}
+	if ops := operations(t, a); ops["robots_release/ok"] != 1 {
+		t.Errorf("robots_release ok = %v; want 1", ops["robots_release/ok"])
+	}
+}

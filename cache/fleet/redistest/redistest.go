@@ -14,6 +14,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"net/url"
@@ -28,8 +29,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// startTimeout bounds how long a redis-server may take to answer PING.
+// startTimeout bounds how long a redis-server may take to answer.
 const startTimeout = 10 * time.Second
+
+// askTimeout bounds each INFO to a starting server: what holds the port
+// may be another process that never answers, and the wait must notice the
+// server's exit in between.
+const askTimeout = 250 * time.Millisecond
+
+// startTries bounds the ports Start tries: a port free a moment ago may be
+// taken, by a test running in parallel, before redis-server binds it.
+const startTries = 5
 
 // Option changes how the server runs.
 type Option func(*config)
@@ -68,11 +78,18 @@ type Server struct {
 // redis-server is not installed.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
+	return start(t, freePort, opts...)
+}
+
+// start is Start, trying the ports nextPort returns until redis-server
+// runs on one, startTries at most.
+func start(t testing.TB, nextPort func(testing.TB) int, opts ...Option) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server is not installed (.ci/run installs it)")
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t)}
+	s := &Server{t: t, bin: bin, dir: t.TempDir()}
 	for _, o := range opts {
 		o(&s.conf)
 	}
@@ -85,8 +102,17 @@ func Start(t testing.TB, opts ...Option) *Server {
 			t.Logf("redistest: the log of redis-server:\n%s", s.log())
 		}
 	})
-	s.Start()
-	return s
+	for try := 1; ; try++ {
+		s.port = nextPort(t)
+		err := s.run()
+		if err == nil {
+			return s
+		}
+		if try == startTries {
+			t.Fatalf("redistest: redis-server did not start on any of %d ports, the last %s: %v\n%s", startTries, s.Addr(), err, s.log())
+		}
+		t.Logf("redistest: redis-server did not start on %s, trying another port: %v", s.Addr(), err)
+	}
 }
 
 // URL is the redis:// (or rediss://) URL of the server, with its password.
@@ -108,8 +134,17 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 func (s *Server) CAs() *x509.CertPool { return s.cas }
 
 // Start starts the server again after Stop, on the same port, and waits
-// until it answers PING. Its data is gone: nothing was saved.
+// until it answers. Its data is gone: nothing was saved.
 func (s *Server) Start() {
+	s.t.Helper()
+	if err := s.run(); err != nil {
+		s.t.Fatalf("redistest: redis-server did not start again on %s: %v\n%s", s.Addr(), err, s.log())
+	}
+}
+
+// run starts redis-server on s.port and waits until it answers; if it
+// does not, run stops it and says why.
+func (s *Server) run() error {
 	s.t.Helper()
 	if s.cmd != nil {
 		s.t.Fatal("redistest: Start while the server runs")
@@ -140,8 +175,9 @@ func (s *Server) Start() {
 	}()
 	if err := s.waitReady(); err != nil {
 		s.Stop()
-		s.t.Fatalf("redistest: redis-server on %s did not answer PING within %v: %v\n%s", s.Addr(), startTimeout, err, s.log())
+		return err
 	}
+	return nil
 }
 
 func (s *Server) logFile() string { return filepath.Join(s.dir, "redis.log") }
@@ -200,9 +236,11 @@ func escapeGlob(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`).Replace(s)
 }
 
-// waitReady polls the server until it answers PING, the process exits, or
+// waitReady polls the server until it answers INFO, the process exits, or
 // startTimeout passes. It waits for the port to accept connections first,
-// as go-redis logs each connection refused.
+// as go-redis logs each connection refused. What answers must be this
+// redis-server: when another process holds the port, it exits, but the
+// other may answer first.
 func (s *Server) waitReady() error {
 	ctx, cancel := context.WithTimeout(s.t.Context(), startTimeout)
 	defer cancel()
@@ -215,29 +253,54 @@ func (s *Server) waitReady() error {
 			conn.Close()
 			break
 		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-s.waited:
-			return errors.New("redis-server exited")
-		case <-tick.C:
+		if stop := s.pause(ctx, tick); stop != nil {
+			return fmt.Errorf("%w; the last dial: %w", stop, err)
 		}
 	}
-	rdb := redis.NewClient(s.options(0))
+	o := s.options(0)
+	o.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(o)
 	defer rdb.Close()
 	for {
-		err := rdb.Ping(ctx).Err()
+		askCtx, cancelAsk := context.WithTimeout(ctx, askTimeout)
+		info, err := rdb.Info(askCtx, "server").Result()
+		cancelAsk()
 		if err == nil {
-			return nil
+			return s.isOurs(info)
 		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-s.waited:
-			return errors.New("redis-server exited")
-		case <-tick.C:
+		if stop := s.pause(ctx, tick); stop != nil {
+			return fmt.Errorf("%w; the last INFO: %w", stop, err)
 		}
 	}
+}
+
+// pause waits for the next tick, and returns an error instead when the
+// process has exited or ctx has ended.
+func (s *Server) pause(ctx context.Context, tick *time.Ticker) error {
+	select {
+	case <-tick.C:
+		return nil
+	case <-s.waited:
+	case <-ctx.Done():
+	}
+	select {
+	case <-s.waited:
+		return errors.New("redis-server exited")
+	default:
+		return ctx.Err()
+	}
+}
+
+// isOurs returns an error unless this Server's process gave info, the
+// answer to INFO server: another may hold the port.
+func (s *Server) isOurs(info string) error {
+	want := "process_id:" + strconv.Itoa(s.cmd.Process.Pid)
+	for line := range strings.Lines(info) {
+		if strings.TrimSpace(line) == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("another process answers on %s", s.Addr())
 }
 
 // freePort returns a port of 127.0.0.1 that was free a moment ago.
