@@ -50,6 +50,10 @@ const (
 	projectURL = "https://github.com/robotsgate/robotsgate#for-site-owners"
 )
 
+// errNoSlot is a fetch that found no room among those under way: this
+// instance's limit, nothing of the origin.
+var errNoSlot = errors.New("no room among the fetches under way")
+
 // Errors a [Result] wraps when redirects decided its outcome.
 var (
 	// ErrTooManyRedirects: robots.txt was not reached within
@@ -411,7 +415,7 @@ func (f *Fetcher) fetchBody(ctx context.Context, origin string) (*Result, []byte
 			res.failNetwork(fmt.Errorf("robots.txt fetch of %s: %w", canonical, err))
 		} else {
 			res.fail(robots.OutcomeUnreachable, "robots.txt unreachable: too many fetches under way",
-				fmt.Errorf("robots.txt fetch of %s: no room among %d fetches under way: %w", canonical, cap(f.slots), err))
+				fmt.Errorf("robots.txt fetch of %s: %w (%d): %w", canonical, errNoSlot, cap(f.slots), err))
 		}
 		cancel()
 	}

@@ -41,12 +41,12 @@ func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result]
 }
 
 // share encodes res, loaded for the key origin, for a shared store, or
-// returns nil when other instances must not have it: a connection this
-// instance's destination policy refused says nothing of the origin, and
-// another instance may have another policy; a result under a key that is
-// not its canonical origin would never decode.
+// returns nil when other instances must not have it: a failure of this
+// instance's own (see localCause), which another instance would take for
+// the origin's and refuse it for; a result under a key that is not its
+// canonical origin, which would never decode.
 func (f *Fetcher) share(ctx context.Context, origin string, res *Result, body []byte) []byte {
-	if errors.Is(res.Err, fs.ErrPermission) || res.Origin != origin {
+	if localCause(res.Err) || res.Origin != origin {
 		return nil
 	}
 	data, err := encodeShared(res, body)
@@ -55,4 +55,13 @@ func (f *Fetcher) share(ctx context.Context, origin string, res *Result, body []
 		return nil
 	}
 	return data
+}
+
+// localCause reports a fetch that failed for a reason of this instance's,
+// which says nothing of the origin: its destination policy refused the
+// connection (another instance may have another policy), its upstream
+// proxy failed, it had no free fetch slot, or the fetch was cancelled.
+func localCause(err error) bool {
+	_, upstreamFailed := errors.AsType[*upstreamProxyError](err)
+	return upstreamFailed || errors.Is(err, fs.ErrPermission) || errors.Is(err, errNoSlot) || errors.Is(err, context.Canceled)
 }

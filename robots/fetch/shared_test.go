@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -194,6 +195,51 @@ func TestShareOff(t *testing.T) {
 	// A key that is not the canonical origin would never decode.
 	if r := newTestFetcher(t, Options{Share: true}).Load(t.Context(), srv.URL+"/"); r.Shared != nil {
 		t.Errorf("shared under a key that is not its origin: %q", r.Shared)
+	}
+}
+
+// TestShareHoldsBackLocalFailures: a failure whose cause is this instance
+// (its upstream proxy down or refusing, no free fetch slot, a cancelled
+// fetch) says nothing of the origin and is never shared, or another
+// instance would refuse the origin for it; the origin's own failures are
+// shared, through the upstream proxy too.
+func TestShareHoldsBackLocalFailures(t *testing.T) {
+	up := startUpstream(t, "crawler", "pw")
+	down := &url.URL{Scheme: "http", Host: freePort(t)}
+	unavailable := serveBody(t, http.StatusServiceUnavailable, "")
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, c := range []struct {
+		name   string
+		opts   Options
+		ctx    context.Context
+		full   bool // every fetch slot taken
+		origin string
+		shared bool
+	}{
+		{"upstream proxy down", Options{UpstreamProxy: down}, t.Context(), false, unavailable.URL, false},
+		{"upstream proxy refuses", Options{UpstreamProxy: up.proxyURL("wr0ng")}, t.Context(), false, unavailable.URL, false},
+		{"no free fetch slot", Options{MaxConcurrent: 1, Timeout: 50 * time.Millisecond}, t.Context(), true, unavailable.URL, false},
+		{"cancelled", Options{}, cancelled, false, unavailable.URL, false},
+		{"503 from the origin", Options{}, t.Context(), false, unavailable.URL, true},
+		{"503 through the upstream proxy", Options{UpstreamProxy: up.proxyURL("pw")}, t.Context(), false, unavailable.URL, true},
+		{"connection refused by the origin", Options{}, t.Context(), false, "http://" + freePort(t), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := c.opts
+			opts.Share = true
+			f := newTestFetcher(t, opts)
+			if c.full {
+				f.slots <- struct{}{}
+			}
+			r := f.Load(c.ctx, c.origin)
+			if !r.Failed {
+				t.Fatalf("outcome %v, want a failure", r.Value.Outcome)
+			}
+			if shared := r.Shared != nil; shared != c.shared {
+				t.Errorf("%q (%v): shared %v, want %v", r.Value.Detail, r.Value.Err, shared, c.shared)
+			}
+		})
 	}
 }
 
