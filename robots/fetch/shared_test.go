@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"robotsgate/robots"
 )
@@ -285,12 +286,45 @@ func TestDecodeRefuses(t *testing.T) {
 		{"status out of range", good(func(h *sharedHeader) { h.Status = 42 }, "")},
 		{"status error without status", good(func(h *sharedHeader) { h.Outcome, h.ErrKind, h.Status = "unavailable", errKindStatus, 0 }, "")},
 		{"negative duration", good(func(h *sharedHeader) { h.Duration = -time.Second }, "")},
+		// Detail and Err end up in 403 pages and audit records.
+		{"a detail too long", good(func(h *sharedHeader) { h.Outcome, h.Err, h.Detail = "unreachable", "x", strings.Repeat("d", 2<<10+1) }, "")},
+		{"an error too long", good(func(h *sharedHeader) { h.Outcome, h.Err = "unreachable", strings.Repeat("e", 2<<10+1) }, "")},
+		{"a final URL too long", good(func(h *sharedHeader) { h.FinalURL = origin + "/" + strings.Repeat("u", 8<<10) }, "User-agent: *\n")},
 	} {
 		if res, cost, err := f.Decode(origin, c.data); err == nil {
 			t.Errorf("%s: decoded %+v (cost %d)", c.name, res, cost)
 		} else {
 			t.Logf("%s: %v", c.name, err)
 		}
+	}
+}
+
+// TestSharedLongText: an error message or detail longer than Decode takes
+// is shared shortened, at a character's boundary; a final URL longer than
+// it takes is not shared at all, as no shortened URL is the one fetched.
+func TestSharedLongText(t *testing.T) {
+	const origin = "https://example.com"
+	f := newTestFetcher(t, Options{})
+	long := strings.Repeat("é", 3<<10)
+	res := &Result{Answer: robots.Answer{Outcome: robots.OutcomeUnreachable, Detail: "robots.txt unreachable: " + long}, Origin: origin,
+		FinalURL: origin + "/robots.txt", Err: errors.New("fetch: " + long), FetchedAt: time.Now()}
+	data, err := encodeShared(res, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := f.Decode(origin, data)
+	if err != nil {
+		t.Fatalf("a shortened entry does not decode: %v", err)
+	}
+	for _, c := range []struct{ name, got, want string }{{"detail", got.Detail, res.Detail}, {"error", got.Err.Error(), res.Err.Error()}} {
+		kept := strings.TrimSuffix(c.got, "…")
+		if len(c.got) > 2<<10 || kept == c.got || !strings.HasPrefix(c.want, kept) || !utf8.ValidString(c.got) {
+			t.Errorf("%s shared as %d bytes %q; want at most 2 KiB, the start of the original and an ellipsis", c.name, len(c.got), c.got)
+		}
+	}
+	res.FinalURL = origin + "/" + strings.Repeat("u", 8<<10)
+	if data, err := encodeShared(res, nil); err == nil {
+		t.Errorf("a final URL of %d bytes encoded: %q", len(res.FinalURL), data)
 	}
 }
 
