@@ -8,6 +8,7 @@ import (
 
 	"robotsgate/cache"
 	"robotsgate/robots"
+	"robotsgate/robots/fetch/egress"
 )
 
 // Load fetches origin's robots.txt for the rules cache (it is a
@@ -60,8 +61,9 @@ func (f *Fetcher) share(ctx context.Context, origin string, res *Result, body []
 // localCause reports a fetch that failed for a reason of this instance's,
 // which says nothing of the origin: its destination policy refused the
 // connection (another instance may have another policy), its upstream
-// proxy failed, it had no free fetch slot, or the fetch was cancelled.
+// proxy failed or it could not check a name before handing it to that
+// proxy, it had no free fetch slot, or the fetch was cancelled.
 func localCause(err error) bool {
-	_, upstreamFailed := errors.AsType[*upstreamProxyError](err)
+	_, upstreamFailed := errors.AsType[*egress.Error](err)
 	return upstreamFailed || errors.Is(err, fs.ErrPermission) || errors.Is(err, errNoSlot) || errors.Is(err, context.Canceled)
 }
