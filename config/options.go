@@ -100,17 +100,22 @@ func (c *Config) FetchOptions(version string, roots *x509.CertPool, destinations
 	if userAgent == "" {
 		userAgent = fetch.DefaultUserAgent(version)
 	}
-	return fetch.Options{
+	opts := fetch.Options{
 		UserAgent:      userAgent,
 		Timeout:        c.FetchTimeout,
 		ConnectTimeout: c.FetchConnectTimeout,
 		MaxBytes:       int(c.ParseLimit),
 		AuthDisallow:   c.RobotsAuthStatus == RobotsAuthDisallow,
 		RootCAs:        roots,
-		DialControl:    destinations.Control,
 		UpstreamProxy:  c.UpstreamProxy,
 		Logger:         log,
 	}
+	if len(destinations.Ranges()) > 0 {
+		// Only a policy that denies something: through an upstream proxy
+		// the fetcher resolves each origin's name for it to judge.
+		opts.DialControl = destinations.Control
+	}
+	return opts
 }
 
 // UpstreamOptions bound the proxy's connections to origins and say

@@ -35,7 +35,7 @@ func TestFetcherReceives(t *testing.T) {
 	got := f.Options()
 	if got.UserAgent != fetch.DefaultUserAgent("1.2.3") || got.Timeout != 7*time.Second ||
 		got.ConnectTimeout != 3*time.Second || got.MaxBytes != 1<<20 || !got.AuthDisallow ||
-		got.RootCAs != roots || got.DialControl == nil || got.MaxConcurrent != fetch.DefaultMaxConcurrent ||
+		got.RootCAs != roots || got.DialControl != nil || got.MaxConcurrent != fetch.DefaultMaxConcurrent ||
 		got.KeepIgnored { // the proxy never shows them: cached rules must not hold them
 		t.Errorf("the fetcher works with %+v", got)
 	}
@@ -49,7 +49,8 @@ func TestFetcherReceives(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = fetch.New(cfg.FetchOptions("1.2.3", roots, cfg.Destinations(), nil)).Options()
-	if got.Timeout != 2*time.Second || got.ConnectTimeout != 2*time.Second || got.UserAgent != "acme-robots/1.0" {
+	if got.Timeout != 2*time.Second || got.ConnectTimeout != 2*time.Second || got.UserAgent != "acme-robots/1.0" ||
+		got.DialControl == nil { // the default policy denies link-local addresses
 		t.Errorf("with a 2s fetch timeout the fetcher works with %+v", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"robotsgate/proxy/pace"
+	"robotsgate/robots/fetch/egress"
 	"robotsgate/robots/fetch/netcause"
 )
 
@@ -338,7 +339,7 @@ func upstreamProblem(err error) string {
 	if errors.Is(err, errTooManyInterim) {
 		return "more than 16 interim (1xx) answers"
 	}
-	if why, ok := upstreamProxyProblem(err); ok {
+	if why, ok := egress.Problem(err); ok {
 		return why
 	}
 	return netcause.Of(err)

@@ -26,6 +26,7 @@ import (
 	"robotsgate/proxy/mitm"
 	"robotsgate/proxy/pace"
 	"robotsgate/robots/fetch"
+	"robotsgate/robots/fetch/egress"
 )
 
 // testRobots is the robots.txt test origins serve unless told otherwise.
@@ -167,6 +168,9 @@ type proxyConfig struct {
 	// upstreamHeaderTimeout bounds the wait for response headers, and
 	// for the upstream proxy's answer to a blind CONNECT; 0 for no bound.
 	upstreamHeaderTimeout time.Duration
+	// resolver, when set, resolves the names the Server judges before the
+	// upstream proxy gets them; the fetcher resolves its own as usual.
+	resolver egress.Resolver
 }
 
 // testProxy is a real Server, over a real cache and robots.txt fetcher,
@@ -247,6 +251,12 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 	p.srv, err = New(opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.resolver != nil {
+		if p.srv.upstream, err = newUpstreamProxy(opts.Upstream, opts.Destinations, cfg.resolver); err != nil {
+			t.Fatal(err)
+		}
+		p.srv.upstream.route(p.srv.transport)
 	}
 	return p
 }

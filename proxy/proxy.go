@@ -151,7 +151,9 @@ type UpstreamOptions struct {
 	// connection to an origin goes through, with Basic credentials from
 	// its user information; nil connects to origins directly.
 	// Destinations judge the origin then, by the addresses its name
-	// resolves to, and never the proxy's own address.
+	// resolves to (a name that does not resolve is refused, unless they
+	// deny nothing and no name is resolved), and never the proxy's own
+	// address.
 	Proxy *url.URL
 }
 
@@ -202,7 +204,7 @@ func New(opts Options) (*Server, error) {
 	var upstream *upstreamProxy
 	if opts.Upstream.Proxy != nil {
 		var err error
-		if upstream, err = newUpstreamProxy(opts.Upstream, opts.Destinations); err != nil {
+		if upstream, err = newUpstreamProxy(opts.Upstream, opts.Destinations, nil); err != nil {
 			return nil, err
 		}
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -382,6 +384,78 @@ func TestUpstreamProxyDestinations(t *testing.T) {
 		if strings.Contains(rec.URL, "localhost") && (!rec.DeniedDestination || rec.Forwarded) {
 			t.Errorf("record %s %s: denied_destination %v, forwarded %v", rec.Method, rec.URL, rec.DeniedDestination, rec.Forwarded)
 		}
+	}
+}
+
+// testResolver resolves "localhost" to 127.0.0.1, or fails every lookup
+// as a resolver whose DNS an attacker makes fail would; it counts them.
+type testResolver struct {
+	fail    bool
+	lookups atomic.Int32
+}
+
+func (r *testResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.lookups.Add(1)
+	if r.fail || host != "localhost" {
+		return nil, &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}
+	}
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+}
+
+// TestUpstreamProxyNamesResolvedHere: with a destination policy, a name
+// robotsgate cannot resolve itself is refused before the upstream proxy
+// sees it, forwarded or tunnelled, since the proxy could resolve it to any
+// address; names that resolve are looked up once for many requests; with
+// no policy, no name is looked up and every one is handed on.
+func TestUpstreamProxyNamesResolvedHere(t *testing.T) {
+	plain := startOrigin(t, originConfig{robots: testRobots})
+	_, plainPort, _ := net.SplitHostPort(plain.host())
+	robotsURL := "http://localhost:" + plainPort + "/robots.txt"
+	linkLocal := destination.New(destination.DefaultDeny())
+
+	t.Run("unresolved", func(t *testing.T) {
+		up := startUpstream(t, nil)
+		r := &testResolver{fail: true}
+		p := startProxy(t, proxyConfig{upstream: up.url("pw"), destinations: linkLocal, resolver: r})
+		const why = "cannot resolve localhost here (DNS failure), and robotsgate must, to check it against ROBOTSGATE_DENY_DESTINATIONS " +
+			"before the upstream proxy gets it; ROBOTSGATE_DENY_DESTINATIONS=none hands every name on unchecked"
+		resp, body := do(t, p.client(), "GET", robotsURL, ua(curlUA))
+		if want := "robotsgate could not get localhost:" + plainPort + ": " + why + "\n"; resp.StatusCode != http.StatusBadGateway || body != want {
+			t.Errorf("GET %s: %d %q; want 502 %q", robotsURL, resp.StatusCode, body, want)
+		}
+		if rec := recordFor(t, p.records(), "GET", robotsURL); rec.Status != http.StatusBadGateway || rec.Error != why {
+			t.Errorf("GET record: status %d, error %q; want 502, %q", rec.Status, rec.Error, why)
+		}
+		// A blind tunnel, once robots.txt allowed it, is opened so too.
+		if _, err := p.srv.upstream.openTunnel(t.Context(), "localhost", "localhost:443"); upstreamProblem(err) != why {
+			t.Errorf("opening a blind tunnel: %v; want %q", err, why)
+		}
+		if got := up.requests(); len(got) != 0 {
+			t.Errorf("the upstream proxy was asked %q; want nothing", got)
+		}
+	})
+
+	for _, tt := range []struct {
+		name         string
+		destinations *destination.Policy
+		lookups      int32
+	}{
+		{"resolved once", linkLocal, 1},
+		{"no policy", destination.New(nil), 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up := startUpstream(t, nil)
+			r := &testResolver{}
+			p := startProxy(t, proxyConfig{upstream: up.url("pw"), destinations: tt.destinations, resolver: r})
+			for range 3 {
+				if resp, body := do(t, p.client(), "GET", robotsURL, ua(curlUA)); resp.StatusCode != http.StatusOK {
+					t.Errorf("GET %s: %d %q", robotsURL, resp.StatusCode, body)
+				}
+			}
+			if n := r.lookups.Load(); n != tt.lookups || len(up.requests()) != 3 {
+				t.Errorf("%d lookups, the upstream proxy asked %q; want %d lookups, 3 requests", n, up.requests(), tt.lookups)
+			}
+		})
 	}
 }
 

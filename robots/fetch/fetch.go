@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 	"unsafe"
 
 	"robotsgate/robots"
+	"robotsgate/robots/fetch/egress"
 	"robotsgate/robots/fetch/netcause"
 )
 
@@ -49,6 +49,10 @@ const (
 	// projectURL is where site owners learn what robotsgate is.
 	projectURL = "https://github.com/robotsgate/robotsgate#for-site-owners"
 )
+
+// errNoSlot is a fetch that found no room among those under way: this
+// instance's limit, nothing of the origin.
+var errNoSlot = errors.New("no room among the fetches under way")
 
 // Errors a [Result] wraps when redirects decided its outcome.
 var (
@@ -126,7 +130,8 @@ type Options struct {
 	RootCAs *x509.CertPool
 	// DialControl, when set, is called with each resolved address before
 	// connecting (see net.Dialer.ControlContext); an error refuses the
-	// connection. The proxy's destination policy comes in here.
+	// connection. The proxy's destination policy comes in here, when it
+	// denies anything.
 	DialControl func(ctx context.Context, network, address string, c syscall.RawConn) error
 	// UpstreamProxy, when set, is the HTTP proxy (http://host:port) every
 	// fetch goes through: http URLs as proxy requests, https ones through
@@ -134,9 +139,11 @@ type Options struct {
 	// Connections are then made to the proxy, whose address DialControl
 	// does not judge: it judges instead, before the request is handed to
 	// the proxy, each address the origin's name resolves to here (with a
-	// nil c). A name that does not resolve here is handed on, for the
-	// proxy to resolve. A 407 answer, or a CONNECT refused, is the proxy's
-	// failure, never the origin's answer: robots.txt is unreachable.
+	// nil c), and a name that does not resolve here is refused (see
+	// [egress.Options]). With DialControl nil no name is resolved: every
+	// origin is handed on. A 407 answer, or a CONNECT refused, is the
+	// proxy's failure, never the origin's answer: robots.txt is
+	// unreachable.
 	UpstreamProxy *url.URL
 	// MaxConcurrent bounds the fetches under way at once; a fetch that
 	// finds no room within its Timeout ends unreachable. Zero or less means
@@ -162,6 +169,7 @@ const DefaultMaxConcurrent = 256
 type Fetcher struct {
 	opts      Options       // as New filled them in
 	slots     chan struct{} // one per fetch under way
+	upstream  *egress.Proxy // nil: origins are fetched directly
 	transport *http.Transport
 	dialer    net.Dialer
 	parser    robots.Parser
@@ -170,7 +178,11 @@ type Fetcher struct {
 // New returns a Fetcher with its own connections: it never goes
 // through the process's HTTP_PROXY, keeps no cookies and bounds every
 // step of a fetch.
-func New(opts Options) *Fetcher {
+func New(opts Options) *Fetcher { return newFetcher(opts, nil) }
+
+// newFetcher is New with the resolver that judges origins' names before
+// they are handed to an upstream proxy; nil means net.DefaultResolver.
+func newFetcher(opts Options, resolver egress.Resolver) *Fetcher {
 	opts.UserAgent = strings.Map(dropControl, opts.UserAgent)
 	if opts.UserAgent == "" {
 		opts.UserAgent = DefaultUserAgent("")
@@ -211,9 +223,10 @@ func New(opts Options) *Fetcher {
 	}
 	if opts.UpstreamProxy != nil {
 		// The proxy is the operator's choice: proxyFor judges the origin.
+		f.upstream = egress.New(egress.Options{URL: opts.UpstreamProxy, Control: opts.DialControl, ResolveTimeout: connect, Resolver: resolver})
 		f.dialer.ControlContext = nil
 		f.transport.Proxy = f.proxyFor
-		f.transport.OnProxyConnectResponse = f.connectAnswered
+		f.transport.OnProxyConnectResponse = f.upstream.ConnectAnswered
 	}
 	return f
 }
@@ -241,10 +254,8 @@ func (f *Fetcher) dial(ctx context.Context, network, addr string) (net.Conn, err
 		return nil, &net.OpError{Op: "dial", Net: network, Err: noSuchHost(host)}
 	}
 	conn, err := f.dialer.DialContext(ctx, network, addr)
-	if err != nil && f.opts.UpstreamProxy != nil {
-		return nil, &upstreamProxyError{
-			msg: "cannot connect to the upstream proxy " + f.opts.UpstreamProxy.Redacted() + ": " + netcause.Of(err), err: err,
-		}
+	if err != nil && f.upstream != nil {
+		return nil, f.upstream.CannotConnect(err)
 	}
 	return conn, err
 }
@@ -261,79 +272,12 @@ func noSuchHost(host string) *net.DNSError {
 
 // proxyFor hands a request to the upstream proxy once its origin passes
 // what dial checks of an origin it connects to itself: no ".invalid"
-// name, no address DialControl refuses among those its name resolves to
-// here. The proxy resolves the name again; an answer that changed in
-// between is the proxy's to judge.
+// name, no address DialControl refuses among those its name resolves to.
 func (f *Fetcher) proxyFor(req *http.Request) (*url.URL, error) {
-	host, port := req.URL.Hostname(), req.URL.Port()
-	if port == "" {
-		port = "80"
-		if req.URL.Scheme == "https" {
-			port = "443"
-		}
-	}
-	if isInvalidName(host) {
+	if host := req.URL.Hostname(); isInvalidName(host) {
 		return nil, noSuchHost(host)
 	}
-	if f.opts.DialControl == nil {
-		return f.opts.UpstreamProxy, nil
-	}
-	var addrs []netip.Addr
-	if addr, err := netip.ParseAddr(host); err == nil {
-		addrs = append(addrs, addr)
-	} else {
-		ctx, cancel := context.WithTimeout(req.Context(), f.opts.ConnectTimeout)
-		resolved, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		cancel()
-		if ctxErr := req.Context().Err(); ctxErr != nil {
-			return nil, ctxErr
-		}
-		if err == nil { // else the proxy's to resolve, and to judge
-			addrs = resolved
-		}
-	}
-	for _, addr := range addrs {
-		// The resolver gives IPv4 addresses in their IPv6 form; a dialer
-		// connects to the IPv4 address.
-		address := net.JoinHostPort(addr.Unmap().String(), port)
-		if err := f.opts.DialControl(req.Context(), "tcp", address, nil); err != nil {
-			return nil, err
-		}
-	}
-	return f.opts.UpstreamProxy, nil
-}
-
-// connectAnswered refuses the tunnel of an https fetch unless the
-// upstream proxy agreed to open it; net/http takes only a 200.
-func (f *Fetcher) connectAnswered(_ context.Context, proxy *url.URL, _ *http.Request, resp *http.Response) error {
-	if resp.StatusCode == http.StatusOK {
-		return nil
-	}
-	return refusedBy(proxy, "CONNECT", resp.StatusCode)
-}
-
-// upstreamProxyError is a fetch the upstream proxy failed, not the
-// origin: it could not be reached, or refused.
-type upstreamProxyError struct {
-	msg string // names the proxy, its password redacted, and what it did
-	err error  // the network error, if any
-}
-
-func (e *upstreamProxyError) Error() string { return e.msg }
-func (e *upstreamProxyError) Unwrap() error { return e.err }
-
-// refusedBy is the upstream proxy's refusal of a request or a CONNECT.
-func refusedBy(proxy *url.URL, what string, status int) *upstreamProxyError {
-	return &upstreamProxyError{msg: "the upstream proxy " + proxy.Redacted() + " refused the " + what + ": " + statusLine(status)}
-}
-
-// statusLine is "407 Proxy Authentication Required": the code and its
-// standard text, never a reason phrase someone else wrote.
-func statusLine(code int) string {
-	if text := http.StatusText(code); text != "" {
-		return strconv.Itoa(code) + " " + text
-	}
-	return strconv.Itoa(code)
+	return f.upstream.For(req)
 }
 
 // Result is one robots.txt fetch: how it went, what the origin asked
@@ -411,7 +355,7 @@ func (f *Fetcher) fetchBody(ctx context.Context, origin string) (*Result, []byte
 			res.failNetwork(fmt.Errorf("robots.txt fetch of %s: %w", canonical, err))
 		} else {
 			res.fail(robots.OutcomeUnreachable, "robots.txt unreachable: too many fetches under way",
-				fmt.Errorf("robots.txt fetch of %s: no room among %d fetches under way: %w", canonical, cap(f.slots), err))
+				fmt.Errorf("robots.txt fetch of %s: %w (%d): %w", canonical, errNoSlot, cap(f.slots), err))
 		}
 		cancel()
 	}
@@ -443,9 +387,9 @@ func (r *Result) fail(outcome robots.Outcome, detail string, err error) {
 // failNetwork records an error that left no usable answer; an upstream
 // proxy's failure is told apart from the origin's.
 func (r *Result) failNetwork(err error) {
-	cause := netcause.Of(err)
-	if pe, ok := errors.AsType[*upstreamProxyError](err); ok && !errors.Is(err, context.Canceled) {
-		cause = pe.Error()
+	cause, ok := egress.Problem(err)
+	if !ok {
+		cause = netcause.Of(err)
 	}
 	r.fail(robots.OutcomeUnreachable, "robots.txt unreachable: "+cause, err)
 }
@@ -515,13 +459,14 @@ func (f *Fetcher) get(ctx context.Context, u *url.URL) (*http.Response, error) {
 	// The transport, not a Client: redirects are followed by fetch, and
 	// there is no cookie jar, no Referer, no credentials to carry.
 	resp, err := f.transport.RoundTrip(req)
-	if err == nil && resp.StatusCode == http.StatusProxyAuthRequired && f.opts.UpstreamProxy != nil && u.Scheme == "http" {
-		// The proxy's own answer: an origin does not ask for proxy
-		// credentials, and this one must not pass for its robots.txt.
-		resp.Body.Close()
-		return nil, refusedBy(f.opts.UpstreamProxy, "request", resp.StatusCode)
+	if err != nil {
+		return nil, err
 	}
-	return resp, err
+	if refusal := f.upstream.Refusal(resp); refusal != nil {
+		resp.Body.Close()
+		return nil, refusal
+	}
+	return resp, nil
 }
 
 // readRules reads a 2xx body up to the parse limit and parses it, and

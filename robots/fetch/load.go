@@ -8,6 +8,7 @@ import (
 
 	"robotsgate/cache"
 	"robotsgate/robots"
+	"robotsgate/robots/fetch/egress"
 )
 
 // Load fetches origin's robots.txt for the rules cache (it is a
@@ -41,12 +42,12 @@ func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result]
 }
 
 // share encodes res, loaded for the key origin, for a shared store, or
-// returns nil when other instances must not have it: a connection this
-// instance's destination policy refused says nothing of the origin, and
-// another instance may have another policy; a result under a key that is
-// not its canonical origin would never decode.
+// returns nil when other instances must not have it: a failure of this
+// instance's own (see localCause), which another instance would take for
+// the origin's and refuse it for; a result under a key that is not its
+// canonical origin, which would never decode.
 func (f *Fetcher) share(ctx context.Context, origin string, res *Result, body []byte) []byte {
-	if errors.Is(res.Err, fs.ErrPermission) || res.Origin != origin {
+	if localCause(res.Err) || res.Origin != origin {
 		return nil
 	}
 	data, err := encodeShared(res, body)
@@ -55,4 +56,14 @@ func (f *Fetcher) share(ctx context.Context, origin string, res *Result, body []
 		return nil
 	}
 	return data
+}
+
+// localCause reports a fetch that failed for a reason of this instance's,
+// which says nothing of the origin: its destination policy refused the
+// connection (another instance may have another policy), its upstream
+// proxy failed or it could not check a name before handing it to that
+// proxy, it had no free fetch slot, or the fetch was cancelled.
+func localCause(err error) bool {
+	_, upstreamFailed := errors.AsType[*egress.Error](err)
+	return upstreamFailed || errors.Is(err, fs.ErrPermission) || errors.Is(err, errNoSlot) || errors.Is(err, context.Canceled)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"robotsgate/robots"
 )
@@ -14,6 +15,17 @@ import (
 // shared store. [Fetcher.Decode] refuses any other, so an instance never
 // misreads what another version wrote: the entry is fetched again.
 const sharedVersion = 1
+
+// Bounds on the text a shared result carries, which ends up in 403 pages
+// and audit records: whatever another instance, or whoever can write to
+// the store, put there.
+const (
+	// maxSharedMessage bounds Detail and Err, which are shared shortened.
+	maxSharedMessage = 2 << 10
+	// maxSharedURL bounds FinalURL, as the proxy bounds a request's URL by
+	// default; a result with a longer one is not shared.
+	maxSharedURL = 8 << 10
+)
 
 // sharedHeader is a Result as a shared store keeps it, its body aside.
 // The encoding is this header as one line of JSON, then the body as
@@ -114,14 +126,18 @@ func (e *sharedError) Error() string { return e.msg }
 func (e *sharedError) Unwrap() error { return e.kind }
 
 // encodeShared encodes res with body, the body it parsed (nil when its
-// outcome is not OK).
+// outcome is not OK). Its detail and error message are shortened to what
+// Decode takes.
 func encodeShared(res *Result, body []byte) ([]byte, error) {
+	if len(res.FinalURL) > maxSharedURL {
+		return nil, fmt.Errorf("encode the robots.txt of %s: its final URL is %d bytes long, past %d", res.Origin, len(res.FinalURL), maxSharedURL)
+	}
 	h := sharedHeader{
 		Version:   sharedVersion,
 		Origin:    res.Origin,
 		Outcome:   res.Outcome.String(),
 		Status:    res.Status,
-		Detail:    res.Detail,
+		Detail:    shortened(res.Detail, maxSharedMessage),
 		Redirects: res.Redirects,
 		FinalURL:  res.FinalURL,
 		Bytes:     res.Bytes,
@@ -140,13 +156,27 @@ func encodeShared(res *Result, body []byte) ([]byte, error) {
 		},
 	}
 	if res.Err != nil {
-		h.Err, h.ErrKind = res.Err.Error(), errKindOf(res.Err)
+		h.Err, h.ErrKind = shortened(res.Err.Error(), maxSharedMessage), errKindOf(res.Err)
 	}
 	data, err := h.encode(body)
 	if err != nil {
 		return nil, fmt.Errorf("encode the robots.txt of %s: %w", res.Origin, err)
 	}
 	return data, nil
+}
+
+// shortened is s cut to at most limit bytes, at a character's boundary,
+// and ended with an ellipsis when it was cut.
+func shortened(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	const ellipsis = "…"
+	cut := limit - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
 }
 
 // encode writes h as one line of JSON, then body.
@@ -262,6 +292,10 @@ func (f *Fetcher) checkShared(origin string, h *sharedHeader, body []byte) error
 		return errors.New("a status error without a status")
 	case h.Duration < 0:
 		return fmt.Errorf("duration %v", h.Duration)
+	case len(h.Detail) > maxSharedMessage || len(h.Err) > maxSharedMessage:
+		return fmt.Errorf("a detail of %d bytes and an error of %d, past %d", len(h.Detail), len(h.Err), maxSharedMessage)
+	case len(h.FinalURL) > maxSharedURL:
+		return fmt.Errorf("a final URL of %d bytes, past %d", len(h.FinalURL), maxSharedURL)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"robotsgate/robots"
 )
@@ -197,6 +199,51 @@ func TestShareOff(t *testing.T) {
 	}
 }
 
+// TestShareHoldsBackLocalFailures: a failure whose cause is this instance
+// (its upstream proxy down or refusing, no free fetch slot, a cancelled
+// fetch) says nothing of the origin and is never shared, or another
+// instance would refuse the origin for it; the origin's own failures are
+// shared, through the upstream proxy too.
+func TestShareHoldsBackLocalFailures(t *testing.T) {
+	up := startUpstream(t, "crawler", "pw")
+	down := &url.URL{Scheme: "http", Host: freePort(t)}
+	unavailable := serveBody(t, http.StatusServiceUnavailable, "")
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, c := range []struct {
+		name   string
+		opts   Options
+		ctx    context.Context
+		full   bool // every fetch slot taken
+		origin string
+		shared bool
+	}{
+		{"upstream proxy down", Options{UpstreamProxy: down}, t.Context(), false, unavailable.URL, false},
+		{"upstream proxy refuses", Options{UpstreamProxy: up.proxyURL("wr0ng")}, t.Context(), false, unavailable.URL, false},
+		{"no free fetch slot", Options{MaxConcurrent: 1, Timeout: 50 * time.Millisecond}, t.Context(), true, unavailable.URL, false},
+		{"cancelled", Options{}, cancelled, false, unavailable.URL, false},
+		{"503 from the origin", Options{}, t.Context(), false, unavailable.URL, true},
+		{"503 through the upstream proxy", Options{UpstreamProxy: up.proxyURL("pw")}, t.Context(), false, unavailable.URL, true},
+		{"connection refused by the origin", Options{}, t.Context(), false, "http://" + freePort(t), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := c.opts
+			opts.Share = true
+			f := newTestFetcher(t, opts)
+			if c.full {
+				f.slots <- struct{}{}
+			}
+			r := f.Load(c.ctx, c.origin)
+			if !r.Failed {
+				t.Fatalf("outcome %v, want a failure", r.Value.Outcome)
+			}
+			if shared := r.Shared != nil; shared != c.shared {
+				t.Errorf("%q (%v): shared %v, want %v", r.Value.Detail, r.Value.Err, shared, c.shared)
+			}
+		})
+	}
+}
+
 // TestDecodeRefuses: data that no fetch by this Fetcher under this key
 // could have produced is an error.
 func TestDecodeRefuses(t *testing.T) {
@@ -239,12 +286,45 @@ func TestDecodeRefuses(t *testing.T) {
 		{"status out of range", good(func(h *sharedHeader) { h.Status = 42 }, "")},
 		{"status error without status", good(func(h *sharedHeader) { h.Outcome, h.ErrKind, h.Status = "unavailable", errKindStatus, 0 }, "")},
 		{"negative duration", good(func(h *sharedHeader) { h.Duration = -time.Second }, "")},
+		// Detail and Err end up in 403 pages and audit records.
+		{"a detail too long", good(func(h *sharedHeader) { h.Outcome, h.Err, h.Detail = "unreachable", "x", strings.Repeat("d", 2<<10+1) }, "")},
+		{"an error too long", good(func(h *sharedHeader) { h.Outcome, h.Err = "unreachable", strings.Repeat("e", 2<<10+1) }, "")},
+		{"a final URL too long", good(func(h *sharedHeader) { h.FinalURL = origin + "/" + strings.Repeat("u", 8<<10) }, "User-agent: *\n")},
 	} {
 		if res, cost, err := f.Decode(origin, c.data); err == nil {
 			t.Errorf("%s: decoded %+v (cost %d)", c.name, res, cost)
 		} else {
 			t.Logf("%s: %v", c.name, err)
 		}
+	}
+}
+
+// TestSharedLongText: an error message or detail longer than Decode takes
+// is shared shortened, at a character's boundary; a final URL longer than
+// it takes is not shared at all, as no shortened URL is the one fetched.
+func TestSharedLongText(t *testing.T) {
+	const origin = "https://example.com"
+	f := newTestFetcher(t, Options{})
+	long := strings.Repeat("é", 3<<10)
+	res := &Result{Answer: robots.Answer{Outcome: robots.OutcomeUnreachable, Detail: "robots.txt unreachable: " + long}, Origin: origin,
+		FinalURL: origin + "/robots.txt", Err: errors.New("fetch: " + long), FetchedAt: time.Now()}
+	data, err := encodeShared(res, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := f.Decode(origin, data)
+	if err != nil {
+		t.Fatalf("a shortened entry does not decode: %v", err)
+	}
+	for _, c := range []struct{ name, got, want string }{{"detail", got.Detail, res.Detail}, {"error", got.Err.Error(), res.Err.Error()}} {
+		kept := strings.TrimSuffix(c.got, "…")
+		if len(c.got) > 2<<10 || kept == c.got || !strings.HasPrefix(c.want, kept) || !utf8.ValidString(c.got) {
+			t.Errorf("%s shared as %d bytes %q; want at most 2 KiB, the start of the original and an ellipsis", c.name, len(c.got), c.got)
+		}
+	}
+	res.FinalURL = origin + "/" + strings.Repeat("u", 8<<10)
+	if data, err := encodeShared(res, nil); err == nil {
+		t.Errorf("a final URL of %d bytes encoded: %q", len(res.FinalURL), data)
 	}
 }
 

@@ -8,15 +8,18 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"robotsgate/robots"
+	"robotsgate/robots/fetch/egress"
 )
 
 // testUpstream is a forward proxy on 127.0.0.1 for fetches to go through:
@@ -229,4 +232,54 @@ func TestFetchUpstreamProxyJudgesTheOrigin(t *testing.T) {
 	if got := up.requests()[before:]; len(got) != 0 {
 		t.Errorf("refused origins were asked of the upstream proxy: %q", got)
 	}
+}
+
+// servfailResolver fails every lookup, as a resolver whose DNS an attacker
+// makes fail would; it counts them.
+type servfailResolver struct{ lookups atomic.Int32 }
+
+func (r *servfailResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.lookups.Add(1)
+	return nil, &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}
+}
+
+// TestFetchUpstreamProxyNameNotResolvedHere: with a DialControl, a name
+// that does not resolve here is refused before the proxy sees it, where
+// it could resolve to any address; the failure is this instance's and
+// is not shared. With no DialControl no name is resolved: it is handed
+// on.
+func TestFetchUpstreamProxyNameNotResolvedHere(t *testing.T) {
+	up := startUpstream(t, "crawler", "pw")
+	_, port, _ := net.SplitHostPort(serveBody(t, http.StatusOK, testRules).Listener.Addr().String())
+	origin := "http://localhost:" + port // the upstream proxy resolves it
+	allow := func(context.Context, string, string, syscall.RawConn) error { return nil }
+	r := &servfailResolver{}
+	loaded := newResolvingFetcher(t, Options{DialControl: allow, UpstreamProxy: up.proxyURL("pw"), Share: true}, r).Load(t.Context(), origin)
+	res := loaded.Value
+	if res.Outcome != robots.OutcomeUnreachable || !strings.Contains(res.Detail, "cannot resolve localhost here (DNS failure)") ||
+		!strings.Contains(res.Detail, "ROBOTSGATE_DENY_DESTINATIONS=none hands every name on unchecked") {
+		t.Errorf("outcome %v, detail %q; want unreachable, saying the name must resolve here", res.Outcome, res.Detail)
+	}
+	if got := up.requests(); len(got) != 0 || r.lookups.Load() == 0 {
+		t.Errorf("after %d lookups the upstream proxy was asked %q; want nothing", r.lookups.Load(), got)
+	}
+	if loaded.Shared != nil {
+		t.Errorf("a name this instance could not check is shared: %q", loaded.Shared)
+	}
+
+	r = &servfailResolver{}
+	res = newResolvingFetcher(t, Options{UpstreamProxy: up.proxyURL("pw")}, r).Fetch(t.Context(), origin)
+	wantOutcome(t, res, robots.OutcomeOK, "")
+	if got := up.requests(); len(got) != 1 || !strings.HasPrefix(got[0], "GET "+origin+"/robots.txt ") || r.lookups.Load() != 0 {
+		t.Errorf("with no DialControl, after %d lookups the upstream proxy was asked %q; want no lookup, the request handed on", r.lookups.Load(), got)
+	}
+}
+
+// newResolvingFetcher is newTestFetcher with the resolver that judges
+// names before the upstream proxy gets them.
+func newResolvingFetcher(t *testing.T, opts Options, resolver egress.Resolver) *Fetcher {
+	t.Helper()
+	f := newFetcher(opts, resolver)
+	t.Cleanup(f.Close)
+	return f
 }
