@@ -162,31 +162,54 @@ func (c *Cache[V]) refreshShared(ctx context.Context, key string, local *entry[V
 // or waits for another process's load. It returns an unavailableError
 // when a Store call fails, with the entry loaded if only the Put failed.
 func (c *Cache[V]) throughStore(ctx context.Context, key string, local *entry[V], localInMain bool) (flightResult[V], error) {
+	f, end, shared, err := c.step(ctx, key, local, localInMain)
+	if err != nil {
+		return f, err
+	}
+	switch end {
+	case stepTaken:
+		c.shared.found.Add(1)
+	case stepLoaded:
+		c.shared.loaded.Add(1)
+	case stepBusy:
+		return c.await(ctx, key, local, localInMain, shared)
+	}
+	return f, nil
+}
+
+// stepEnd says how one step through the Store ended.
+type stepEnd uint8
+
+const (
+	stepTaken  stepEnd = iota // a fresh entry was found and taken
+	stepLoaded                // loaded under this process's claim
+	stepBusy                  // another process holds the claim
+)
+
+// step looks at key's entry in the Store and takes it when it is fresh;
+// otherwise it tries the claim and loads under it. For stepBusy, shared is
+// the entry it looked at (nil if none or undecodable).
+func (c *Cache[V]) step(ctx context.Context, key string, local *entry[V], localInMain bool) (f flightResult[V], end stepEnd, shared *stored[V], err error) {
 	shared, seen, err := c.getShared(ctx, key)
 	if err != nil {
-		return flightResult[V]{}, err
+		return flightResult[V]{}, 0, nil, err
 	}
 	if e := c.adopt(shared, local, time.Now()); e != nil {
-		c.shared.found.Add(1)
 		c.store(key, e, local, localInMain)
-		return flightResult[V]{e: e, src: SourceShared}, nil
+		return flightResult[V]{e: e, src: SourceShared}, stepTaken, shared, nil
 	}
 	release, claimed, err := c.second.Store.Claim(ctx, key, c.second.ClaimTTL)
 	if err != nil {
-		return flightResult[V]{}, unavailableError{fmt.Errorf("claiming %q: %w", key, err)}
+		return flightResult[V]{}, 0, nil, unavailableError{fmt.Errorf("claiming %q: %w", key, err)}
 	}
-	if claimed {
-		f, loaded, err := c.underClaim(ctx, key, local, localInMain, shared, seen, release)
-		switch {
-		case err != nil:
-		case loaded:
-			c.shared.loaded.Add(1)
-		default:
-			c.shared.found.Add(1)
-		}
-		return f, err
+	if !claimed {
+		return flightResult[V]{}, stepBusy, shared, nil
 	}
-	return c.await(ctx, key, local, localInMain, shared, seen)
+	f, loaded, err := c.underClaim(ctx, key, local, localInMain, shared, seen, release)
+	if loaded {
+		return f, stepLoaded, shared, err
+	}
+	return f, stepTaken, shared, err
 }
 
 // underClaim loads key under the claim just taken, unless another process
@@ -220,8 +243,8 @@ func (c *Cache[V]) underClaim(ctx context.Context, key string, local *entry[V], 
 // polling the Store, and takes that entry. If the claim ends without one,
 // it claims the key and loads it; if the wait outlasts a claim's whole
 // life, it loads without a claim. shared is the entry the Store held
-// before the wait (nil if none or undecodable), seen its version.
-func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], localInMain bool, shared *stored[V], seen version) (flightResult[V], error) {
+// before the wait (nil if none or undecodable).
+func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], localInMain bool, shared *stored[V]) (flightResult[V], error) {
 	// The claim seen expires within ClaimTTL: one more poll after that
 	// either finds the entry or claims the key, unless yet another
 	// process claimed it first.
@@ -232,33 +255,22 @@ func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], local
 			break
 		}
 		time.Sleep(min(interval, left))
-		var err error
-		if shared, seen, err = c.getShared(ctx, key); err != nil {
-			return flightResult[V]{}, err
-		}
 		// An entry fresh now is the one the claim holder put: the entry
 		// seen before the wait had expired or did not decode, and one
 		// that does not decode is still not taken.
-		if e := c.adopt(shared, local, time.Now()); e != nil {
-			c.shared.waited.Add(1)
-			c.store(key, e, local, localInMain)
-			return flightResult[V]{e: e, src: SourceShared}, nil
-		}
-		release, claimed, err := c.second.Store.Claim(ctx, key, c.second.ClaimTTL)
+		f, end, looked, err := c.step(ctx, key, local, localInMain)
 		if err != nil {
-			return flightResult[V]{}, unavailableError{fmt.Errorf("claiming %q: %w", key, err)}
-		}
-		if claimed {
-			f, loaded, err := c.underClaim(ctx, key, local, localInMain, shared, seen, release)
-			switch {
-			case err != nil:
-			case loaded:
-				c.shared.takeovers.Add(1)
-			default:
-				c.shared.waited.Add(1)
-			}
 			return f, err
 		}
+		switch end {
+		case stepTaken:
+			c.shared.waited.Add(1)
+			return f, nil
+		case stepLoaded:
+			c.shared.takeovers.Add(1)
+			return f, nil
+		}
+		shared = looked
 	}
 	c.log.Warn("cache: waited in vain for another process's load, loading without a claim",
 		"key", key, "claim_ttl", c.second.ClaimTTL)
