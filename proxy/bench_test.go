@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log"
@@ -87,7 +88,12 @@ func (l wrappingListener) Accept() (net.Conn, error) {
 // runThroughput sends GET target through proxy from parallel keep-alive
 // clients and reports requests per second and latency percentiles.
 func runThroughput(b *testing.B, proxy *url.URL, target string) {
-	tr := &http.Transport{Proxy: http.ProxyURL(proxy), MaxIdleConnsPerHost: 64, DisableCompression: true}
+	runRequests(b, &http.Transport{Proxy: http.ProxyURL(proxy), MaxIdleConnsPerHost: 64, DisableCompression: true}, target, "req/s")
+}
+
+// runRequests sends GET target over tr from parallel clients and reports
+// requests per second (named rate) and latency percentiles.
+func runRequests(b *testing.B, tr *http.Transport, target, rate string) {
 	b.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr}
 	get := func(req *http.Request) error {
@@ -134,7 +140,7 @@ func runThroughput(b *testing.B, proxy *url.URL, target string) {
 	micros := func(q float64) float64 {
 		return float64(latencies[int(q*float64(len(latencies)-1))].Nanoseconds()) / 1e3
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), rate)
 	b.ReportMetric(micros(0.50), "p50-µs")
 	b.ReportMetric(micros(0.99), "p99-µs")
 }
@@ -166,6 +172,62 @@ func BenchmarkThroughput(b *testing.B) {
 	b.Run("bare-goproxy-connwrap", func(b *testing.B) {
 		runThroughput(b, startBareGoproxy(b, true), target)
 	})
+}
+
+// BenchmarkIntercepted measures HTTPS through robotsgate to a TLS origin
+// serving 1 KiB pages, robots.txt cached, over loopback:
+//
+//   - keepalive: parallel clients reuse their intercepted tunnels, so each
+//     operation is one request judged inside a tunnel and relayed over the
+//     proxy's pooled connection to the origin;
+//   - handshake: every operation opens a new connection, CONNECT and a full
+//     TLS handshake with a leaf from robotsgate's CA (no session
+//     resumption), then one request;
+//   - blind-keepalive and blind-handshake: the same through a tunnel
+//     robotsgate does not intercept (judged by host, bytes relayed), the
+//     ceiling interception is measured against.
+//
+// Client, proxy and origin share the machine's cores: compare the rows of
+// one run (benchstat), not absolute figures across machines.
+func BenchmarkIntercepted(b *testing.B) {
+	o := startOrigin(b, originConfig{tls: true, robots: testRobots})
+	o.mux.HandleFunc("/page", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", strconv.Itoa(len(benchBody)))
+		w.Write(benchBody)
+	})
+	target := o.URL + "/page"
+	for _, bc := range []struct {
+		name      string
+		mitm      bool
+		keepAlive bool
+	}{
+		{"keepalive", true, true},
+		{"handshake", true, false},
+		{"blind-keepalive", false, true},
+		{"blind-handshake", false, false},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := startProxy(b, proxyConfig{mitm: bc.mitm, roots: o.roots, audit: io.Discard})
+			roots := o.roots
+			if bc.mitm {
+				roots = p.caPool()
+			}
+			tr := &http.Transport{
+				Proxy:               http.ProxyURL(p.url),
+				TLSClientConfig:     &tls.Config{RootCAs: roots},
+				DisableKeepAlives:   !bc.keepAlive,
+				MaxIdleConnsPerHost: 64,
+				DisableCompression:  true,
+			}
+			rate := "req/s"
+			if !bc.keepAlive {
+				rate = "conns/s"
+			}
+			b.SetParallelism(16) // 32 clients on 2 cores, as the shared harness's HTTPS suites
+			runRequests(b, tr, target, rate)
+		})
+	}
 }
 
 // BenchmarkAuthenticated compares keep-alive plain HTTP through
