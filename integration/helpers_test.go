@@ -63,7 +63,7 @@ func cleanEnv(extra ...string) []string {
 
 // proxyProcess is one running robotsgate serve.
 type proxyProcess struct {
-	t        *testing.T
+	t        testing.TB
 	cmd      *exec.Cmd
 	addr     string   // host:port it listens on, from its "robotsgate listening" log line
 	url      *url.URL // http://addr
@@ -80,7 +80,7 @@ type proxyProcess struct {
 // startProxy starts robotsgate with its own port, CA directory and audit
 // log, plus env (which may override those), and waits until /healthz
 // answers. It is stopped with SIGTERM at cleanup, which must exit 0.
-func startProxy(t *testing.T, env ...string) *proxyProcess {
+func startProxy(t testing.TB, env ...string) *proxyProcess {
 	t.Helper()
 	dir := t.TempDir()
 	p := &proxyProcess{
@@ -243,7 +243,7 @@ func directClient(t *testing.T) *http.Client {
 	return newClient(t, &http.Transport{Proxy: nil})
 }
 
-func newClient(t *testing.T, tr *http.Transport) *http.Client {
+func newClient(t testing.TB, tr *http.Transport) *http.Client {
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{
 		Transport: tr,
@@ -295,7 +295,7 @@ type arrival struct {
 	at   time.Time
 }
 
-func newOrigin(t *testing.T, useTLS bool, pages map[string]http.HandlerFunc) *origin {
+func newOrigin(t testing.TB, useTLS bool, pages map[string]http.HandlerFunc) *origin {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -376,7 +376,7 @@ func statusPage(code int) http.HandlerFunc {
 
 // upstreamCA makes the proxy trust the certificates of the HTTPS origins
 // among origins, by the ROBOTSGATE_UPSTREAM_CA_FILE setting it returns.
-func upstreamCA(t *testing.T, origins ...*origin) string {
+func upstreamCA(t testing.TB, origins ...*origin) string {
 	t.Helper()
 	var buf bytes.Buffer
 	for _, o := range origins {
@@ -491,7 +491,7 @@ func (p *proxyProcess) audit() []auditRecord {
 
 // readAudit reads an audit log file, which must hold whole lines only:
 // one JSON object per line, each with every field that is never left out.
-func readAudit(t *testing.T, path string) []auditRecord {
+func readAudit(t testing.TB, path string) []auditRecord {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -21,7 +21,7 @@ var binary string
 var sourcesNoted sync.Once
 
 // command runs the binary; see noteSources for why it opens the sources.
-func command(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
+func command(ctx context.Context, t testing.TB, args ...string) *exec.Cmd {
 	sourcesNoted.Do(func() {
 		if err := noteSources(".."); err != nil {
 			t.Fatalf("reading the sources: %v", err)
