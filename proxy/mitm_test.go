@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"net/http"
 	"strings"
 	"testing"
@@ -223,5 +224,28 @@ func TestConnectWithoutMITMAuditMode(t *testing.T) {
 	rec := recordFor(t, p.records(), "CONNECT", o.host())
 	if rec.Verdict != "disallow" || !rec.Forwarded || rec.Mode != "audit" || rec.Status != 200 || rec.Rule != "/" || rec.PathsChecked {
 		t.Errorf("audit-mode CONNECT record: %+v", rec)
+	}
+}
+
+// TestInterceptedSessionsResumed checks that a crawler that keeps TLS
+// sessions resumes its session on a new tunnel to the same host: no
+// certificate to sign, send or verify again.
+func TestInterceptedSessionsResumed(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots, tls: true})
+	p := startProxy(t, proxyConfig{mitm: true, roots: o.roots})
+	tr := &http.Transport{
+		Proxy:             http.ProxyURL(p.url),
+		TLSClientConfig:   &tls.Config{RootCAs: p.caPool(), ClientSessionCache: tls.NewLRUClientSessionCache(4)},
+		DisableKeepAlives: true, // a new tunnel for every request
+	}
+	c := &http.Client{Transport: tr, Timeout: testTimeout}
+	for i, want := range []bool{false, true, true} {
+		resp, body := do(t, c, "GET", o.URL+"/page", ua(curlUA))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: status %d %q", i+1, resp.StatusCode, body)
+		}
+		if resp.TLS.DidResume != want {
+			t.Errorf("tunnel %d: resumed %v, want %v", i+1, resp.TLS.DidResume, want)
+		}
 	}
 }

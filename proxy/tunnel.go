@@ -235,12 +235,11 @@ func (s *Server) endTunnel(conn net.Conn, blind *decision, why string) {
 // interceptTLS completes the client's TLS handshake with a leaf from
 // robotsgate's CA, by the deadline.
 func (s *Server) interceptTLS(client net.Conn, tun *tunnel, deadline time.Time) (*tls.Conn, error) {
-	cfg, err := s.opts.Issuer.TLSConfig(tun.authority)
+	tlsConn, err := s.opts.Issuer.Server(client, tun.authority)
 	if err != nil {
 		s.log.Warn("cannot intercept a tunnel", "target", tun.authority, "err", err)
 		return nil, err
 	}
-	tlsConn := tls.Server(client, cfg)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := tlsConn.HandshakeContext(ctx); err != nil {

@@ -10,12 +10,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 )
 
 // BenchmarkHandshake measures new TLS connections per second through
-// Issuer.TLSConfig, one full handshake over loopback per iteration (client
+// Issuer.Server, one full handshake over loopback per iteration (client
 // and server both in this process, no session resumption), for one host:
 //
 //   - cachedLeaf: the production setting, one signature for the first
@@ -27,32 +28,31 @@ func BenchmarkHandshake(b *testing.B) {
 	const host = "bench.test"
 	b.Run("cachedLeaf", func(b *testing.B) {
 		ca, iss := newTestIssuer(b, IssuerOptions{})
-		benchmarkHandshakes(b, ca, func() (*tls.Config, error) { return iss.TLSConfig(host + ":443") })
+		benchmarkHandshakes(b, ca, func(c net.Conn) (*tls.Conn, error) { return iss.Server(c, host+":443") })
 	})
 	b.Run("uncachedLeaf", func(b *testing.B) {
 		ca, iss := newTestIssuer(b, IssuerOptions{DisableCache: true})
-		benchmarkHandshakes(b, ca, func() (*tls.Config, error) { return iss.TLSConfig(host + ":443") })
+		benchmarkHandshakes(b, ca, func(c net.Conn) (*tls.Conn, error) { return iss.Server(c, host+":443") })
 	})
 	b.Run("freshRSA2048PerConn", func(b *testing.B) {
 		ca, _ := newTestIssuer(b, IssuerOptions{})
-		benchmarkHandshakes(b, ca, func() (*tls.Config, error) {
-			return &tls.Config{
-				MinVersion: tls.VersionTLS12,
-				NextProtos: []string{"http/1.1"},
-				GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-					key, err := rsa.GenerateKey(rand.Reader, 2048)
-					if err != nil {
-						return nil, err
-					}
-					return signLeafWithKey(ca, hello.ServerName, key)
-				},
-			}, nil
-		})
+		naive := &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			NextProtos: []string{"http/1.1"},
+			GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+				key, err := rsa.GenerateKey(rand.Reader, 2048)
+				if err != nil {
+					return nil, err
+				}
+				return signLeafWithKey(ca, hello.ServerName, key)
+			},
+		}
+		benchmarkHandshakes(b, ca, func(c net.Conn) (*tls.Conn, error) { return tls.Server(c, naive), nil })
 	})
 }
 
-func benchmarkHandshakes(b *testing.B, ca *CA, serverConfig func() (*tls.Config, error)) {
-	srv := startTLSServer(b, serverConfig)
+func benchmarkHandshakes(b *testing.B, ca *CA, server func(net.Conn) (*tls.Conn, error)) {
+	srv := startTLSServer(b, server)
 	client := &tls.Config{RootCAs: rootsOf(ca), ServerName: "bench.test"}
 	// Warm up: the cached variant signs here, outside the timed loop.
 	if _, err := srv.dial(client); err != nil {

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,7 +268,7 @@ func TestLoadCAKeyForms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := startTLSServer(t, func() (*tls.Config, error) { return iss.TLSConfig("loaded.test:443") })
+			srv := startTLSServer(t, func(c net.Conn) (*tls.Conn, error) { return iss.Server(c, "loaded.test:443") })
 			state, err := srv.dial(&tls.Config{RootCAs: rootsOf(ca), ServerName: "loaded.test"})
 			if err != nil {
 				t.Fatalf("handshake: %v", err)

@@ -3,11 +3,10 @@
 // host a client opens a TLS tunnel to, so the proxy can read the requests
 // inside and check them against robots.txt.
 //
-// It knows nothing about goproxy. [Issuer.TLSConfig] has the shape goproxy's
-// ConnectAction.TLSConfig wants, minus the *ProxyCtx argument, so the proxy
-// adapts it with a one-line closure. goproxy's own CA and signer are never
-// used: the built-in CA's private key ships with the library, and its signer
-// derives leaf keys from a predictable seed.
+// It knows nothing about goproxy: [Issuer.Server] turns a hijacked CONNECT
+// connection into the server side of TLS. goproxy's own CA and signer are
+// never used: the built-in CA's private key ships with the library, and its
+// signer derives leaf keys from a predictable seed.
 //
 // # CA
 //
@@ -46,6 +45,12 @@
 // crawler that touches more hosts re-signs the coldest ones, about 120µs
 // each. Concurrent handshakes for a host that is not cached wait for one
 // signature.
+//
+// All intercepted connections share one TLS configuration, so the session
+// tickets crypto/tls issues (with keys it makes and rotates itself) work
+// across connections: a crawler that keeps a session cache resumes its
+// session on every later tunnel, skipping the signature and the
+// certificate.
 //
 // Host names come from clients (the TLS SNI field, or the CONNECT target when
 // a client sends no SNI), so they are normalised and checked before anything

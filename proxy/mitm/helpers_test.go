@@ -168,20 +168,22 @@ func parseLeaf(tb testing.TB, cert *tls.Certificate) *x509.Certificate {
 // configuration per connection, as the proxy asks its Issuer per CONNECT,
 // completes the handshake, writes one byte and hangs up.
 type tlsServer struct {
-	ln           net.Listener
-	serverConfig func() (*tls.Config, error)
-	wg           sync.WaitGroup
+	ln     net.Listener
+	server func(net.Conn) (*tls.Conn, error)
+	wg     sync.WaitGroup
 }
 
 const ioTimeout = 10 * time.Second
 
-func startTLSServer(tb testing.TB, serverConfig func() (*tls.Config, error)) *tlsServer {
+// startTLSServer serves TLS on a loopback port: server makes the server
+// side of each connection, which writes one byte after the handshake.
+func startTLSServer(tb testing.TB, server func(net.Conn) (*tls.Conn, error)) *tlsServer {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &tlsServer{ln: ln, serverConfig: serverConfig}
+	s := &tlsServer{ln: ln, server: server}
 	s.wg.Add(1)
 	go s.acceptLoop()
 	tb.Cleanup(func() {
@@ -205,11 +207,10 @@ func (s *tlsServer) acceptLoop() {
 			if err := conn.SetDeadline(time.Now().Add(ioTimeout)); err != nil {
 				return
 			}
-			cfg, err := s.serverConfig()
+			tlsConn, err := s.server(conn)
 			if err != nil {
 				return // the client sees the connection close mid-handshake
 			}
-			tlsConn := tls.Server(conn, cfg)
 			if err := tlsConn.Handshake(); err != nil {
 				return
 			}

@@ -55,9 +55,11 @@ type IssuerStats struct {
 type Issuer struct {
 	ca      *CA
 	leafKey *ecdsa.PrivateKey
-	cache   *leafCache // nil when caching is disabled
-	signing singleflight.Group
-	signed  atomic.Uint64
+	// serverConfig serves every intercepted connection (see Server).
+	serverConfig *tls.Config
+	cache        *leafCache // nil when caching is disabled
+	signing      singleflight.Group
+	signed       atomic.Uint64
 
 	signedDesc, cachedDesc *prometheus.Desc
 }
@@ -83,6 +85,11 @@ func NewIssuer(ca *CA, opts IssuerOptions) (*Issuer, error) {
 		cachedDesc: prometheus.NewDesc("robotsgate_mitm_cached_hosts",
 			"Hosts whose leaf certificate is cached.", nil, nil),
 	}
+	iss.serverConfig = &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		NextProtos:     []string{"http/1.1"},
+		GetCertificate: iss.getCertificate,
+	}
 	if !opts.DisableCache {
 		maxHosts := opts.MaxCachedHosts
 		if maxHosts == 0 {
@@ -99,33 +106,50 @@ func NewIssuer(ca *CA, opts IssuerOptions) (*Issuer, error) {
 // trust.
 func (iss *Issuer) CA() *CA { return iss.ca }
 
-// TLSConfig returns the server-side TLS configuration for a connection a
-// client opened with CONNECT connectTarget ("host:port", or a bare host). The
-// leaf is chosen during the handshake for the client's SNI name, or for the
-// CONNECT host when the client sends none (as when it connects to an IP
-// address). Only HTTP/1.1 is offered through ALPN, the protocol the proxy
-// speaks inside the tunnel.
+// Server returns the server side of TLS over conn, a connection a client
+// opened with CONNECT connectTarget ("host:port", or a bare host); the
+// caller runs the handshake. The leaf is chosen during the handshake for
+// the client's SNI name, or for the CONNECT host when the client sends
+// none (as when it connects to an IP address). Only HTTP/1.1 is offered
+// through ALPN, the protocol the proxy speaks inside the tunnel.
 //
-// Wire it into goproxy as
-//
-//	TLSConfig: func(host string, _ *goproxy.ProxyCtx) (*tls.Config, error) { return issuer.TLSConfig(host) }
-//
-// and leave goproxy's AllowHTTP2 off, or goproxy adds "h2" to NextProtos.
-func (iss *Issuer) TLSConfig(connectTarget string) (*tls.Config, error) {
+// Every connection shares one configuration, and with it the session
+// ticket keys (made and rotated by crypto/tls): a client that comes back
+// resumes its session, with no signature and no certificate sent.
+func (iss *Issuer) Server(conn net.Conn, connectTarget string) (*tls.Conn, error) {
 	fallback, err := hostFromConnect(connectTarget)
 	if err != nil {
 		return nil, fmt.Errorf("CONNECT target %q: %w", clip(connectTarget), err)
 	}
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"},
-		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			if hello.ServerName == "" {
-				return iss.leafFor(fallback)
-			}
-			return iss.Leaf(hello.ServerName)
-		},
-	}, nil
+	return tls.Server(&connectConn{Conn: conn, fallback: fallback}, iss.serverConfig), nil
+}
+
+// connectConn is an intercepted connection with the host its CONNECT
+// named, for a ClientHello without SNI.
+type connectConn struct {
+	net.Conn
+	fallback leafHost
+}
+
+// CloseWrite lets the TLS connection half-close, as the connection under
+// it can.
+func (c *connectConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// getCertificate gives the leaf for a ClientHello's SNI name, or for the
+// CONNECT host of a connection from Server.
+func (iss *Issuer) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if hello.ServerName != "" {
+		return iss.Leaf(hello.ServerName)
+	}
+	if c, ok := hello.Conn.(*connectConn); ok {
+		return iss.leafFor(c.fallback)
+	}
+	return nil, fmt.Errorf("%w: the client sent no server name and the connection did not come from Issuer.Server", ErrInvalidHost)
 }
 
 // Leaf returns a certificate for host (a DNS name or an IP address, without

@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-func TestTLSConfigHandshake(t *testing.T) {
+func TestServerHandshake(t *testing.T) {
 	ca, iss := newTestIssuer(t, IssuerOptions{})
 	roots := rootsOf(ca)
 	tests := []struct {
@@ -88,18 +88,11 @@ func TestTLSConfigHandshake(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var sawSNI atomic.Value
-			srv := startTLSServer(t, func() (*tls.Config, error) {
-				cfg, err := iss.TLSConfig(tt.connectTarget)
-				if err != nil {
-					return nil, err
-				}
-				getCert := cfg.GetCertificate
-				cfg.GetCertificate = func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-					sawSNI.Store(hello.ServerName)
-					return getCert(hello)
-				}
-				return cfg, nil
+			var served atomic.Pointer[tls.Conn]
+			srv := startTLSServer(t, func(c net.Conn) (*tls.Conn, error) {
+				tlsConn, err := iss.Server(c, tt.connectTarget)
+				served.Store(tlsConn)
+				return tlsConn, err
 			})
 			client := tt.client.Clone()
 			client.NextProtos = []string{"h2", "http/1.1"}
@@ -107,7 +100,8 @@ func TestTLSConfigHandshake(t *testing.T) {
 			if err != nil {
 				t.Fatalf("handshake: %v", err)
 			}
-			if got := sawSNI.Load().(string); (got != "") != tt.wantSNI {
+			// dial returns once the server has finished its handshake.
+			if got := served.Load().ConnectionState().ServerName; (got != "") != tt.wantSNI {
 				t.Errorf("server saw SNI %q, want SNI present = %v", got, tt.wantSNI)
 			}
 			if !tt.client.InsecureSkipVerify && len(state.VerifiedChains) == 0 {
@@ -139,9 +133,9 @@ func TestTLSConfigHandshake(t *testing.T) {
 	}
 }
 
-func TestTLSConfigRejects(t *testing.T) {
+func TestServerRejects(t *testing.T) {
 	ca, iss := newTestIssuer(t, IssuerOptions{})
-	srv := startTLSServer(t, func() (*tls.Config, error) { return iss.TLSConfig("example.test:443") })
+	srv := startTLSServer(t, func(c net.Conn) (*tls.Conn, error) { return iss.Server(c, "example.test:443") })
 
 	t.Run("client trusting another CA", func(t *testing.T) {
 		other, _ := newTestIssuer(t, IssuerOptions{})
@@ -171,19 +165,19 @@ func TestTLSConfigRejects(t *testing.T) {
 	})
 	t.Run("invalid CONNECT target", func(t *testing.T) {
 		for _, target := range []string{"", ":443", "bad host:443", "*.example.test:443"} {
-			if cfg, err := iss.TLSConfig(target); !errors.Is(err, ErrInvalidHost) {
-				t.Errorf("TLSConfig(%q) = %v, %v; want an error wrapping ErrInvalidHost", target, cfg, err)
+			client, server := net.Pipe()
+			if conn, err := iss.Server(server, target); !errors.Is(err, ErrInvalidHost) {
+				t.Errorf("Server(conn, %q) = %v, %v; want an error wrapping ErrInvalidHost", target, conn, err)
 			}
+			client.Close()
+			server.Close()
 		}
 	})
 }
 
-func TestTLSConfigSettings(t *testing.T) {
+func TestServerSettings(t *testing.T) {
 	_, iss := newTestIssuer(t, IssuerOptions{})
-	cfg, err := iss.TLSConfig("example.test:443")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := iss.serverConfig
 	if cfg.MinVersion != tls.VersionTLS12 {
 		t.Errorf("MinVersion %x, want TLS 1.2", cfg.MinVersion)
 	}
@@ -320,7 +314,7 @@ func TestLeafCachePerHost(t *testing.T) {
 
 func TestLeafCacheSurvivesHandshakes(t *testing.T) {
 	ca, iss := newTestIssuer(t, IssuerOptions{})
-	srv := startTLSServer(t, func() (*tls.Config, error) { return iss.TLSConfig("repeat.test:443") })
+	srv := startTLSServer(t, func(c net.Conn) (*tls.Conn, error) { return iss.Server(c, "repeat.test:443") })
 	var serials []string
 	for range 3 {
 		state, err := srv.dial(&tls.Config{RootCAs: rootsOf(ca), ServerName: "repeat.test"})
@@ -507,5 +501,35 @@ func TestNewIssuerRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := NewIssuer(nil, IssuerOptions{}); err == nil {
 		t.Error("accepted a nil CA")
+	}
+}
+
+func TestServerResumesSessions(t *testing.T) {
+	ca, iss := newTestIssuer(t, IssuerOptions{})
+	// Each connection names its own CONNECT target, as tunnels do.
+	var n atomic.Int32
+	srv := startTLSServer(t, func(c net.Conn) (*tls.Conn, error) {
+		return iss.Server(c, fmt.Sprintf("tunnel-%d.test:443", n.Add(1)))
+	})
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		t.Run(tls.VersionName(version), func(t *testing.T) {
+			client := &tls.Config{RootCAs: rootsOf(ca), ServerName: "resume.test", MaxVersion: version,
+				ClientSessionCache: tls.NewLRUClientSessionCache(4)}
+			for i, wantResumed := range []bool{false, true, true} {
+				state, err := srv.dial(client)
+				if err != nil {
+					t.Fatalf("connection %d: %v", i+1, err)
+				}
+				if state.DidResume != wantResumed {
+					t.Errorf("connection %d: resumed %v, want %v", i+1, state.DidResume, wantResumed)
+				}
+			}
+			// Another host's session is its own.
+			other := client.Clone()
+			other.ServerName = "other.test"
+			if state, err := srv.dial(other); err != nil || state.DidResume {
+				t.Errorf("first connection to another host: resumed %v, err %v; want a full handshake", state.DidResume, err)
+			}
+		})
 	}
 }
