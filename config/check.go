@@ -169,6 +169,9 @@ func (c *checker) validate(cfg *Config) {
 	c.positive("ROBOTSGATE_UPSTREAM_TLS_TIMEOUT", cfg.UpstreamTLSTimeout)
 	c.positive("ROBOTSGATE_UPSTREAM_HEADER_TIMEOUT", cfg.UpstreamResponseHeaderTimeout)
 	c.positive("ROBOTSGATE_UPSTREAM_IDLE_TIMEOUT", cfg.UpstreamIdleTimeout)
+	if name := "ROBOTSGATE_UPSTREAM_IDLE_CONNS"; !c.failed(name) && (cfg.UpstreamIdleConns < 1 || cfg.UpstreamIdleConns > 1_000_000) {
+		c.report(name, nil, "%s is out of range; use a number of connections from 1 to 1000000", c.shown(name))
+	}
 	c.checkUpstreamProxy(cfg.UpstreamProxy)
 	c.positive("ROBOTSGATE_CLIENT_IDLE_TIMEOUT", cfg.ClientIdleTimeout)
 	c.positive("ROBOTSGATE_CLIENT_HEADER_TIMEOUT", cfg.ClientHeaderTimeout)

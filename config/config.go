@@ -153,6 +153,10 @@ type Config struct {
 	// UpstreamIdleTimeout is how long an idle origin connection is kept.
 	UpstreamIdleTimeout time.Duration `env:"UPSTREAM_IDLE_TIMEOUT" envDefault:"90s" desc:"How long an idle connection to an origin is kept for reuse"`
 
+	// UpstreamIdleConns bounds the idle origin connections kept for reuse,
+	// all origins together; one origin may hold them all.
+	UpstreamIdleConns int `env:"UPSTREAM_IDLE_CONNS" envDefault:"1024" desc:"Most idle connections to origins kept for reuse, all origins together; one origin may use them all, so that as many requests to it at once find a connection open"`
+
 	// UpstreamProxy is the HTTP proxy every connection to an origin goes
 	// through, robots.txt fetches included; nil connects directly. Its
 	// user information, percent-decoded, is sent as Basic credentials.

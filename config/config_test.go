@@ -50,6 +50,7 @@ func defaults() Config {
 		UpstreamTLSTimeout:            10 * time.Second,
 		UpstreamResponseHeaderTimeout: 30 * time.Second,
 		UpstreamIdleTimeout:           90 * time.Second,
+		UpstreamIdleConns:             1024,
 		ClientIdleTimeout:             2 * time.Minute,
 		ClientHeaderTimeout:           10 * time.Second,
 		ClientTLSTimeout:              10 * time.Second,
@@ -298,9 +299,11 @@ func TestLoadFromValidValues(t *testing.T) {
 			"ROBOTSGATE_UPSTREAM_TLS_TIMEOUT":    "2s",
 			"ROBOTSGATE_UPSTREAM_HEADER_TIMEOUT": "3s",
 			"ROBOTSGATE_UPSTREAM_IDLE_TIMEOUT":   "4s",
+			"ROBOTSGATE_UPSTREAM_IDLE_CONNS":     "16",
 		}, func(c *Config) {
 			c.UpstreamDialTimeout, c.UpstreamTLSTimeout = time.Second, 2*time.Second
 			c.UpstreamResponseHeaderTimeout, c.UpstreamIdleTimeout = 3*time.Second, 4*time.Second
+			c.UpstreamIdleConns = 16
 		}},
 		{"upstream proxy", map[string]string{"ROBOTSGATE_UPSTREAM_PROXY": "http://proxy.example:3128"},
 			func(c *Config) { c.UpstreamProxy = &url.URL{Scheme: "http", Host: "proxy.example:3128"} }},
@@ -449,6 +452,10 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			"ROBOTSGATE_DENY_DESTINATIONS", []string{"names no range"}},
 		{"audit on error", map[string]string{"ROBOTSGATE_AUDIT_ON_ERROR": "ignore"},
 			"ROBOTSGATE_AUDIT_ON_ERROR", []string{`"ignore" is not valid; use "refuse"`, `"continue"`}},
+		{"upstream idle conns zero", map[string]string{"ROBOTSGATE_UPSTREAM_IDLE_CONNS": "0"},
+			"ROBOTSGATE_UPSTREAM_IDLE_CONNS", []string{`"0" is out of range`, "from 1 to 1000000"}},
+		{"upstream idle conns not a number", map[string]string{"ROBOTSGATE_UPSTREAM_IDLE_CONNS": "many"},
+			"ROBOTSGATE_UPSTREAM_IDLE_CONNS", []string{`"many" is not a whole number`}},
 		{"max connections zero", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS": "0"},
 			"ROBOTSGATE_MAX_CONNECTIONS", []string{`"0" is out of range`, "from 1 to 1000000"}},
 		{"max connections not a number", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS": "lots"},

@@ -126,6 +126,7 @@ func (c *Config) UpstreamOptions(roots *x509.CertPool) proxy.UpstreamOptions {
 		TLSHandshakeTimeout:   c.UpstreamTLSTimeout,
 		ResponseHeaderTimeout: c.UpstreamResponseHeaderTimeout,
 		IdleConnTimeout:       c.UpstreamIdleTimeout,
+		MaxIdleConns:          c.UpstreamIdleConns,
 		RootCAs:               roots,
 		Proxy:                 c.UpstreamProxy,
 	}

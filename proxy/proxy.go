@@ -145,6 +145,10 @@ type UpstreamOptions struct {
 	// headers, and for Proxy's answer to a blind tunnel's CONNECT.
 	ResponseHeaderTimeout time.Duration
 	IdleConnTimeout       time.Duration
+	// MaxIdleConns bounds the idle connections to origins kept for reuse,
+	// all origins together (1024); one origin may hold them all, so that
+	// a burst of as many concurrent requests to it finds them open.
+	MaxIdleConns int
 	// RootCAs verify origins; nil means the system roots.
 	RootCAs *x509.CertPool
 	// Proxy, when set, is the HTTP proxy (http://host:port) every
@@ -401,11 +405,24 @@ func ListensBeyondLoopback(addr net.Addr) bool {
 	return !ok || !tcp.IP.IsLoopback()
 }
 
+// defaultMaxIdleConns is UpstreamOptions.MaxIdleConns when unset.
+const defaultMaxIdleConns = 1024
+
+// originSessions is how many origins' TLS sessions are kept to resume.
+const originSessions = 1024
+
 func newTransport(o UpstreamOptions, dialer *net.Dialer) *http.Transport {
+	maxIdle := o.MaxIdleConns
+	if maxIdle <= 0 {
+		maxIdle = defaultMaxIdleConns
+	}
 	return &http.Transport{
-		Proxy:                 nil, // never the process's own HTTP_PROXY, which could be this proxy; Options.Upstream.Proxy only
-		DialContext:           dialer.DialContext,
-		TLSClientConfig:       &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12},
+		Proxy:       nil, // never the process's own HTTP_PROXY, which could be this proxy; Options.Upstream.Proxy only
+		DialContext: dialer.DialContext,
+		// A new connection to an origin seen before resumes its TLS
+		// session: no certificate chain to send and verify again.
+		TLSClientConfig: &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12,
+			ClientSessionCache: tls.NewLRUClientSessionCache(originSessions)},
 		TLSHandshakeTimeout:   o.TLSHandshakeTimeout,
 		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
 		// An origin can be hostile too: its header section is bounded like
@@ -413,9 +430,12 @@ func newTransport(o UpstreamOptions, dialer *net.Dialer) *http.Transport {
 		MaxResponseHeaderBytes: 1 << 20,
 		IdleConnTimeout:        o.IdleConnTimeout,
 		ExpectContinueTimeout:  time.Second,
-		MaxIdleConns:           1024, // idle connections to origins, all origins together
-		MaxIdleConnsPerHost:    32,
-		ForceAttemptHTTP2:      true,
+		// Idle connections are kept for as many requests to one origin as
+		// were in flight at once: with fewer, every burst past them opens
+		// (and then closes) connections, and TLS handshakes, again.
+		MaxIdleConns:        maxIdle,
+		MaxIdleConnsPerHost: maxIdle,
+		ForceAttemptHTTP2:   true,
 		// The origin gets the Accept-Encoding the client sent, or none: the
 		// transport neither adds gzip nor unpacks answers behind its back.
 		DisableCompression: true,

@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestBurstsReuseOriginConnections checks that the connections a burst
+// of concurrent requests opened to an origin are all kept: a second burst
+// of the same size opens none, over plain HTTP and inside intercepted
+// tunnels (where a new connection would cost a TLS handshake too). With a
+// pool smaller than the burst, the second one opens what did not fit.
+func TestBurstsReuseOriginConnections(t *testing.T) {
+	const burst = 48 // more than net/http's default per-origin idle pool, and than robotsgate's before
+	for _, tc := range []struct {
+		name string
+		tls  bool
+	}{{"http", false}, {"mitm", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := startOrigin(t, originConfig{robots: testRobots, tls: tc.tls})
+			// Every request waits at the origin until the whole burst has
+			// arrived, so the burst holds that many connections at once.
+			// Each connection is known by the proxy's port.
+			var mu sync.Mutex
+			arrived, release := 0, make(chan struct{})
+			conns := map[string]bool{}
+			opened := func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(conns)
+			}
+			o.mux.HandleFunc("/burst/", func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				conns[r.RemoteAddr] = true
+				if arrived++; arrived == burst {
+					close(release)
+				}
+				mu.Unlock()
+				select {
+				case <-release:
+				case <-time.After(testTimeout):
+				}
+				fmt.Fprintln(w, "ok")
+			})
+			p := startProxy(t, proxyConfig{mitm: tc.tls, roots: o.roots, audit: &lockedBuffer{}})
+			c := p.client()
+			c.Transport.(*http.Transport).MaxIdleConnsPerHost = burst
+			if resp, _ := do(t, c, "GET", o.URL+"/warm", ua(curlUA)); resp.StatusCode != 200 { // robots.txt and one connection
+				t.Fatalf("warm-up: status %d", resp.StatusCode)
+			}
+
+			runBurst := func() {
+				t.Helper()
+				mu.Lock()
+				arrived, release = 0, make(chan struct{})
+				mu.Unlock()
+				var wg sync.WaitGroup
+				for i := range burst {
+					wg.Go(func() {
+						if resp, body := do(t, c, "GET", fmt.Sprintf("%s/burst/%d", o.URL, i), ua(curlUA)); resp.StatusCode != 200 {
+							t.Errorf("burst request %d: status %d %q", i, resp.StatusCode, body)
+						}
+					})
+				}
+				wg.Wait()
+			}
+			runBurst()
+			afterFirst := opened()
+			if afterFirst != burst {
+				t.Fatalf("the first burst came over %d connections, want %d (one per request)", afterFirst, burst)
+			}
+			runBurst()
+			if more := opened() - afterFirst; more != 0 {
+				t.Errorf("the second burst opened %d new connections to the origin, want 0: the first burst's were not all kept", more)
+			}
+		})
+	}
+}
+
+// TestOriginSessionsResumed checks that a new connection to an HTTPS
+// origin robotsgate has talked to before resumes the TLS session.
+func TestOriginSessionsResumed(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots, tls: true})
+	resumed := make(chan bool, 4)
+	o.mux.HandleFunc("/tls", func(w http.ResponseWriter, r *http.Request) {
+		resumed <- r.TLS.DidResume
+		fmt.Fprintln(w, "ok")
+	})
+	p := startProxy(t, proxyConfig{mitm: true, roots: o.roots})
+	c := p.client()
+	for i, want := range []bool{false, true} {
+		if resp, body := do(t, c, "GET", o.URL+"/tls", ua(curlUA)); resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d %q", i+1, resp.StatusCode, body)
+		}
+		if got := <-resumed; got != want {
+			t.Errorf("request %d: the origin saw a resumed session %v, want %v", i+1, got, want)
+		}
+		p.srv.transport.CloseIdleConnections() // the next request needs a new connection
+	}
+}
