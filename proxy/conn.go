@@ -139,32 +139,48 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 		}
 		l.t.refuse(c)
 	}
-	ic := &idleConn{Conn: c, t: l.t}
-	ic.timer = time.AfterFunc(l.t.idle, func() { ic.Close() })
+	ic := &idleConn{Conn: c, t: l.t, opened: time.Now()}
+	ic.timer = time.AfterFunc(l.t.idle, ic.expire)
 	l.t.mu.Lock()
 	l.t.conns[ic] = struct{}{}
 	l.t.mu.Unlock()
 	return ic, nil
 }
 
-// idleConn is closed when no byte has moved for the idle timeout. Reads
-// and writes push the deadline back; a read or write blocked longer than
-// that is cut.
+// idleConn is closed when no byte has moved for the idle timeout. A read
+// or write starting pushes the deadline back; one blocked longer than that
+// is cut.
 type idleConn struct {
 	net.Conn
-	t         *connTracker
-	timer     *time.Timer
+	t      *connTracker
+	timer  *time.Timer
+	opened time.Time
+	// active is when the last read or write started, as time since
+	// opened: an atomic store per call, where resetting the timer on each
+	// would take the runtime's timer lock twice per request.
+	active    atomic.Int64
 	closeOnce sync.Once
 }
 
 func (c *idleConn) Read(p []byte) (int, error) {
-	c.timer.Reset(c.t.idle)
+	c.active.Store(int64(time.Since(c.opened)))
 	return c.Conn.Read(p)
 }
 
 func (c *idleConn) Write(p []byte) (int, error) {
-	c.timer.Reset(c.t.idle)
+	c.active.Store(int64(time.Since(c.opened)))
 	return c.Conn.Write(p)
+}
+
+// expire runs when the timer fires: it closes the connection if it has
+// been silent for the idle timeout, and otherwise waits for the rest.
+func (c *idleConn) expire() {
+	silent := time.Since(c.opened) - time.Duration(c.active.Load())
+	if silent < c.t.idle {
+		c.timer.Reset(c.t.idle - silent)
+		return
+	}
+	c.Close()
 }
 
 func (c *idleConn) Close() error {
