@@ -85,6 +85,7 @@ type originConfig struct {
 	robots       string // body of /robots.txt
 	robotsStatus int    // 0 means 200
 	tls          bool
+	http2        bool // a TLS origin offers HTTP/2 by ALPN too
 }
 
 func startOrigin(t testing.TB, cfg originConfig) *origin {
@@ -113,6 +114,7 @@ func startOrigin(t testing.TB, cfg originConfig) *origin {
 	// Tests refuse this origin's certificate or break connections on
 	// purpose; the origin need not log each time.
 	o.Config.ErrorLog = log.New(io.Discard, "", 0)
+	o.EnableHTTP2 = cfg.http2
 	if cfg.tls {
 		o.StartTLS()
 		o.roots = x509.NewCertPool()

@@ -101,3 +101,25 @@ func TestOriginSessionsResumed(t *testing.T) {
 		p.srv.transport.CloseIdleConnections() // the next request needs a new connection
 	}
 }
+
+// TestOriginSpeaksHTTP2 checks that an HTTPS origin offering HTTP/2 is
+// asked over it from inside an intercepted tunnel, with the path as
+// judged; a disallowed one still never reaches it.
+func TestOriginSpeaksHTTP2(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots, tls: true, http2: true})
+	o.mux.HandleFunc("/h2/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, r.Proto, r.RequestURI)
+	})
+	p := startProxy(t, proxyConfig{mitm: true, roots: o.roots})
+	c := p.client()
+	resp, body := do(t, c, "GET", o.URL+"/h2/a%2Fb?q=1", ua(curlUA))
+	if want := "HTTP/2.0 /h2/a%2Fb?q=1\n"; resp.StatusCode != http.StatusOK || body != want {
+		t.Errorf("status %d, body %q; want 200 %q", resp.StatusCode, body, want)
+	}
+	if resp, _ := do(t, c, "GET", o.URL+"/private/x", ua(curlUA)); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET /private/x: status %d, want 403", resp.StatusCode)
+	}
+	if o.saw("/private/x") {
+		t.Error("the disallowed path reached the origin")
+	}
+}
