@@ -155,7 +155,7 @@ type Config struct {
 
 	// UpstreamIdleConns bounds the idle origin connections kept for reuse,
 	// all origins together; one origin may hold them all.
-	UpstreamIdleConns int `env:"UPSTREAM_IDLE_CONNS" envDefault:"1024" desc:"Most idle connections to origins kept for reuse, all origins together; one origin may use them all, so that as many requests to it at once find a connection open"`
+	UpstreamIdleConns int `env:"UPSTREAM_IDLE_CONNS" envDefault:"1024" desc:"Most idle connections to origins kept for reuse, all origins together; one origin may use them all (at most ROBOTSGATE_MAX_CONNS_PER_ORIGIN when that is set), so that as many requests to it at once find a connection open"`
 
 	// UpstreamProxy is the HTTP proxy every connection to an origin goes
 	// through, robots.txt fetches included; nil connects directly. Its

@@ -127,6 +127,8 @@ func (c *Config) UpstreamOptions(roots *x509.CertPool) proxy.UpstreamOptions {
 		ResponseHeaderTimeout: c.UpstreamResponseHeaderTimeout,
 		IdleConnTimeout:       c.UpstreamIdleTimeout,
 		MaxIdleConns:          c.UpstreamIdleConns,
+		// No more idle than may be in flight to one origin at once.
+		MaxIdleConnsPerOrigin: c.MaxConnsPerOrigin,
 		RootCAs:               roots,
 		Proxy:                 c.UpstreamProxy,
 	}

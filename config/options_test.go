@@ -172,3 +172,30 @@ func TestCacheReceives(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamIdleConnsReachTheProxy checks the idle pool the proxy is
+// given: the whole of it for one origin, unless requests in flight to
+// one origin are bounded, which then bounds its share too.
+func TestUpstreamIdleConnsReachTheProxy(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env                  map[string]string
+		wantIdle, wantOrigin int
+	}{
+		{map[string]string{}, 1024, 0},
+		{map[string]string{"ROBOTSGATE_UPSTREAM_IDLE_CONNS": "16"}, 16, 0},
+		{map[string]string{"ROBOTSGATE_UPSTREAM_IDLE_CONNS": "16", "ROBOTSGATE_MAX_CONNS_PER_ORIGIN": "4"}, 16, 4},
+	} {
+		env := maps.Clone(tc.env)
+		env["ROBOTSGATE_MITM"] = "false"
+		cfg, err := LoadFrom(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cfg.UpstreamOptions(nil)
+		if got.MaxIdleConns != tc.wantIdle || got.MaxIdleConnsPerOrigin != tc.wantOrigin {
+			t.Errorf("%v: the proxy keeps %d idle connections, %d per origin; want %d, %d",
+				tc.env, got.MaxIdleConns, got.MaxIdleConnsPerOrigin, tc.wantIdle, tc.wantOrigin)
+		}
+	}
+}

@@ -183,6 +183,7 @@ func BenchmarkThroughput(b *testing.B) {
 //   - handshake: every operation opens a new connection, CONNECT and a full
 //     TLS handshake with a leaf from robotsgate's CA (no session
 //     resumption), then one request;
+//   - resumed: the same, the client resuming its TLS session each time;
 //   - blind-keepalive and blind-handshake: the same through a tunnel
 //     robotsgate does not intercept (judged by host, bytes relayed), the
 //     ceiling interception is measured against.
@@ -201,11 +202,13 @@ func BenchmarkIntercepted(b *testing.B) {
 		name      string
 		mitm      bool
 		keepAlive bool
+		resume    bool
 	}{
-		{"keepalive", true, true},
-		{"handshake", true, false},
-		{"blind-keepalive", false, true},
-		{"blind-handshake", false, false},
+		{"keepalive", true, true, false},
+		{"handshake", true, false, false},
+		{"resumed", true, false, true},
+		{"blind-keepalive", false, true, false},
+		{"blind-handshake", false, false, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			p := startProxy(b, proxyConfig{mitm: bc.mitm, roots: o.roots, audit: io.Discard})
@@ -213,9 +216,13 @@ func BenchmarkIntercepted(b *testing.B) {
 			if bc.mitm {
 				roots = p.caPool()
 			}
+			tlsConfig := &tls.Config{RootCAs: roots}
+			if bc.resume {
+				tlsConfig.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+			}
 			tr := &http.Transport{
 				Proxy:               http.ProxyURL(p.url),
-				TLSClientConfig:     &tls.Config{RootCAs: roots},
+				TLSClientConfig:     tlsConfig,
 				DisableKeepAlives:   !bc.keepAlive,
 				MaxIdleConnsPerHost: 64,
 				DisableCompression:  true,
@@ -319,3 +326,40 @@ func BenchmarkDecision(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIdleConnIO measures what idle tracking adds to each read and
+// write of a client connection: one read and one write per operation on
+// a connection that does nothing else, from parallel connections.
+func BenchmarkIdleConnIO(b *testing.B) {
+	t := newConnTracker(time.Minute, 0)
+	ln := t.listen(&onceListener{conns: make(chan net.Conn, 1024)})
+	b.RunParallel(func(pb *testing.PB) {
+		ln.(*trackingListener).Listener.(*onceListener).conns <- nopConn{}
+		c, err := ln.Accept()
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 1)
+		for pb.Next() {
+			c.Read(buf)
+			c.Write(buf)
+		}
+	})
+}
+
+// onceListener hands out the connections put in conns.
+type onceListener struct {
+	net.Listener
+	conns chan net.Conn
+}
+
+func (l *onceListener) Accept() (net.Conn, error) { return <-l.conns, nil }
+
+// nopConn reads and writes nothing, at once.
+type nopConn struct{ net.Conn }
+
+func (nopConn) Read(p []byte) (int, error)  { return len(p), nil }
+func (nopConn) Write(p []byte) (int, error) { return len(p), nil }
+func (nopConn) Close() error                { return nil }

@@ -159,6 +159,7 @@ type idleConn struct {
 	// opened: an atomic store per call, where resetting the timer on each
 	// would take the runtime's timer lock twice per request.
 	active    atomic.Int64
+	closed    atomic.Bool
 	closeOnce sync.Once
 }
 
@@ -178,6 +179,9 @@ func (c *idleConn) expire() {
 	silent := time.Since(c.opened) - time.Duration(c.active.Load())
 	if silent < c.t.idle {
 		c.timer.Reset(c.t.idle - silent)
+		if c.closed.Load() {
+			c.timer.Stop() // Close stopped it before this Reset: it stays stopped
+		}
 		return
 	}
 	c.Close()
@@ -186,6 +190,7 @@ func (c *idleConn) expire() {
 func (c *idleConn) Close() error {
 	err := net.ErrClosed
 	c.closeOnce.Do(func() {
+		c.closed.Store(true)
 		c.timer.Stop()
 		c.t.mu.Lock()
 		delete(c.t.conns, c)

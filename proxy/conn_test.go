@@ -157,3 +157,34 @@ func TestClientIdleTimeoutBlindTunnel(t *testing.T) {
 		t.Fatalf("read from an idle blind tunnel = %v; want the proxy to close it", err)
 	}
 }
+
+// TestClientIdleTimeoutBlockedWrite checks that a connection whose client
+// never reads the answer is cut once the proxy's write has been blocked
+// for ClientIdleTimeout, not before: a crawler cannot hold a connection
+// open by not reading. (In-memory pipes have no buffer, so the answer's
+// write blocks at once.)
+func TestClientIdleTimeoutBlockedWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const idle = 200 * time.Millisecond
+		p, ln := startPipeProxy(t, proxyConfig{idle: idle})
+		c := ln.dial()
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: pipe\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the answer's write is now blocked on the client
+		if n := p.srv.conns.open(); n != 1 {
+			t.Fatalf("%d client connections open after the request, want 1", n)
+		}
+		time.Sleep(idle - time.Millisecond)
+		synctest.Wait()
+		if n := p.srv.conns.open(); n != 1 {
+			t.Fatalf("the connection was closed before the idle timeout (%d open)", n)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if n := p.srv.conns.open(); n != 0 {
+			t.Errorf("%d connections still open with a write blocked for the idle timeout, want 0", n)
+		}
+	})
+}

@@ -164,6 +164,10 @@ type proxyConfig struct {
 	pacer        *pace.Pacer
 	pacePolicy   pace.Policy
 
+	// upstreamIdle and upstreamIdlePerOrigin go to UpstreamOptions'
+	// MaxIdleConns and MaxIdleConnsPerOrigin.
+	upstreamIdle, upstreamIdlePerOrigin int
+
 	// upstream is the upstream proxy of the Server and its robots.txt
 	// fetcher, which destinations judges too.
 	upstream *url.URL
@@ -223,10 +227,11 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 	t.Cleanup(func() { p.auditW.Close() })
 
 	opts := Options{
-		Mode:         cfg.mode,
-		Rules:        rules,
-		Audit:        p.auditW,
-		Upstream:     UpstreamOptions{RootCAs: cfg.roots, Proxy: cfg.upstream, ResponseHeaderTimeout: cfg.upstreamHeaderTimeout},
+		Mode:  cfg.mode,
+		Rules: rules,
+		Audit: p.auditW,
+		Upstream: UpstreamOptions{RootCAs: cfg.roots, Proxy: cfg.upstream, ResponseHeaderTimeout: cfg.upstreamHeaderTimeout,
+			MaxIdleConns: cfg.upstreamIdle, MaxIdleConnsPerOrigin: cfg.upstreamIdlePerOrigin},
 		Client:       cfg.client,
 		AuditOnError: cfg.onAuditError,
 		Destinations: cfg.destinations,

@@ -149,6 +149,9 @@ type UpstreamOptions struct {
 	// all origins together (1024); one origin may hold them all, so that
 	// a burst of as many concurrent requests to it finds them open.
 	MaxIdleConns int
+	// MaxIdleConnsPerOrigin, when above zero, bounds one origin's share
+	// of them: no more are kept than may be in flight to it at once.
+	MaxIdleConnsPerOrigin int
 	// RootCAs verify origins; nil means the system roots.
 	RootCAs *x509.CertPool
 	// Proxy, when set, is the HTTP proxy (http://host:port) every
@@ -416,6 +419,10 @@ func newTransport(o UpstreamOptions, dialer *net.Dialer) *http.Transport {
 	if maxIdle <= 0 {
 		maxIdle = defaultMaxIdleConns
 	}
+	perOrigin := maxIdle
+	if o.MaxIdleConnsPerOrigin > 0 {
+		perOrigin = min(o.MaxIdleConnsPerOrigin, maxIdle)
+	}
 	return &http.Transport{
 		Proxy:       nil, // never the process's own HTTP_PROXY, which could be this proxy; Options.Upstream.Proxy only
 		DialContext: dialer.DialContext,
@@ -434,7 +441,7 @@ func newTransport(o UpstreamOptions, dialer *net.Dialer) *http.Transport {
 		// were in flight at once: with fewer, every burst past them opens
 		// (and then closes) connections, and TLS handshakes, again.
 		MaxIdleConns:        maxIdle,
-		MaxIdleConnsPerHost: maxIdle,
+		MaxIdleConnsPerHost: perOrigin,
 		ForceAttemptHTTP2:   true,
 		// The origin gets the Accept-Encoding the client sent, or none: the
 		// transport neither adds gzip nor unpacks answers behind its back.

@@ -50,7 +50,9 @@
 // tickets crypto/tls issues (with keys it makes and rotates itself) work
 // across connections: a crawler that keeps a session cache resumes its
 // session on every later tunnel, skipping the signature and the
-// certificate.
+// certificate. A client may resume, in a tunnel to one host, a session it
+// began with another: the server name of a resumed connection proves
+// nothing, and nothing may rely on it.
 //
 // Host names come from clients (the TLS SNI field, or the CONNECT target when
 // a client sends no SNI), so they are normalised and checked before anything

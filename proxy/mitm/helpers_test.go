@@ -164,9 +164,9 @@ func parseLeaf(tb testing.TB, cert *tls.Certificate) *x509.Certificate {
 	return leaf
 }
 
-// tlsServer is a real TLS server on 127.0.0.1 that asks serverConfig for a
-// configuration per connection, as the proxy asks its Issuer per CONNECT,
-// completes the handshake, writes one byte and hangs up.
+// tlsServer is a real TLS server on 127.0.0.1 that has server make the
+// server side of each connection, as the proxy has its Issuer per
+// CONNECT, completes the handshake, writes one byte and hangs up.
 type tlsServer struct {
 	ln     net.Listener
 	server func(net.Conn) (*tls.Conn, error)

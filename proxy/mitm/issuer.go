@@ -115,7 +115,11 @@ func (iss *Issuer) CA() *CA { return iss.ca }
 //
 // Every connection shares one configuration, and with it the session
 // ticket keys (made and rotated by crypto/tls): a client that comes back
-// resumes its session, with no signature and no certificate sent.
+// resumes its session, with no signature and no certificate sent. A
+// resumed session skips GetCertificate, and crypto/tls does not compare
+// its server name with the one the session began with: the connection's
+// ServerName is the client's word and must never be trusted (the proxy
+// judges by the CONNECT target and each request's Host).
 func (iss *Issuer) Server(conn net.Conn, connectTarget string) (*tls.Conn, error) {
 	fallback, err := hostFromConnect(connectTarget)
 	if err != nil {
@@ -129,15 +133,6 @@ func (iss *Issuer) Server(conn net.Conn, connectTarget string) (*tls.Conn, error
 type connectConn struct {
 	net.Conn
 	fallback leafHost
-}
-
-// CloseWrite lets the TLS connection half-close, as the connection under
-// it can.
-func (c *connectConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return errors.ErrUnsupported
 }
 
 // getCertificate gives the leaf for a ClientHello's SNI name, or for the
