@@ -28,6 +28,13 @@ import (
 // benchBody is what the benchmark origin answers: a small page.
 var benchBody = bytes.Repeat([]byte("robotsgate"), 1024/10+1)[:1024]
 
+// serveBenchPage answers benchBody.
+func serveBenchPage(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain")
+	w.Header().Set("Content-Length", strconv.Itoa(len(benchBody)))
+	w.Write(benchBody)
+}
+
 // startBenchOrigin serves testRobots and a 1 KiB page.
 func startBenchOrigin(b *testing.B) *httptest.Server {
 	b.Helper()
@@ -35,11 +42,7 @@ func startBenchOrigin(b *testing.B) *httptest.Server {
 	mux.HandleFunc("/robots.txt", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, testRobots)
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		w.Header().Set("Content-Length", strconv.Itoa(len(benchBody)))
-		w.Write(benchBody)
-	})
+	mux.HandleFunc("/", serveBenchPage)
 	srv := httptest.NewServer(mux)
 	b.Cleanup(srv.Close)
 	return srv
@@ -192,11 +195,7 @@ func BenchmarkThroughput(b *testing.B) {
 // one run (benchstat), not absolute figures across machines.
 func BenchmarkIntercepted(b *testing.B) {
 	o := startOrigin(b, originConfig{tls: true, robots: testRobots})
-	o.mux.HandleFunc("/page", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		w.Header().Set("Content-Length", strconv.Itoa(len(benchBody)))
-		w.Write(benchBody)
-	})
+	o.mux.HandleFunc("/page", serveBenchPage)
 	target := o.URL + "/page"
 	for _, bc := range []struct {
 		name      string
