@@ -261,6 +261,9 @@ func (d *decision) failPage(status int, why string, err error) *page {
 
 // deniedDestination returns the destination policy's refusal in err.
 func deniedDestination(err error) *destination.DeniedError {
+	if err == nil {
+		return nil // the usual case, without the allocation errors.As costs
+	}
 	var denied *destination.DeniedError
 	if errors.As(err, &denied) {
 		return denied
