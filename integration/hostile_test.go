@@ -70,17 +70,25 @@ func newRecorder(t *testing.T, useTLS bool) *recorder {
 	return o
 }
 
-// targets returns every request-target received but robots.txt's.
+// targets returns every request-target received but those of GET and
+// HEAD /robots.txt.
 func (o *recorder) targets() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []string
 	for _, r := range o.got {
-		if r.RequestURI != "/robots.txt" {
+		if r.RequestURI != "/robots.txt" || r.Method != http.MethodGet && r.Method != http.MethodHead {
 			out = append(out, r.RequestURI)
 		}
 	}
 	return out
+}
+
+// requests returns every request received, in order.
+func (o *recorder) requests() []*http.Request {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.got)
 }
 
 // count is how many requests arrived, robots.txt's included.

@@ -104,7 +104,7 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 
 	path := t.pathAndQuery
 	var result *fetch.Result
-	if robots.IsRobotsTxt(path) {
+	if readsRobotsTxt(r, path) {
 		// Never paced: a crawler reads robots.txt to learn the pace.
 		d.verdict = robots.Verdict{Allowed: true, Cause: robots.CauseRobotsTxt}
 	} else {
@@ -134,6 +134,15 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 		}
 	}
 	return d, nil
+}
+
+// readsRobotsTxt reports the one request every crawler may make whatever
+// robots.txt says (RFC 9309 §2.2.2): a GET or HEAD, without a body, of
+// exactly /robots.txt. Any other method, a query or another spelling of the
+// path is judged and paced like any URL: those reach more than the file.
+func readsRobotsTxt(r *http.Request, pathAndQuery string) bool {
+	return pathAndQuery == "/robots.txt" && (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		r.ContentLength == 0 && len(r.TransferEncoding) == 0
 }
 
 // identify settles the token judged: cred's, the pinned one, or the

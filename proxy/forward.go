@@ -49,6 +49,64 @@ func removeHopByHop(h http.Header) {
 	}
 }
 
+// removeRewriting removes the request fields that front ends and
+// frameworks read as the request's "real" path, method, host, scheme or
+// client, so that a request judged for one path and method is served as
+// another: IIS URL Rewrite's X-Original-URL and ISAPI_Rewrite's
+// X-Rewrite-URL (honoured by Symfony, Zend, ASP.NET apps), the
+// X-HTTP-Method-Override family (Express's method-override, OData, Google
+// APIs), Forwarded and every X-Forwarded-* (Spring's X-Forwarded-Prefix,
+// Traefik's X-Forwarded-Uri, Werkzeug's ProxyFix...), the client-address
+// fields (X-Real-IP, True-Client-IP, ...) and any Proxy-* field, which is
+// addressed to a proxy, never to an origin. Names are compared as CGI and
+// PHP read them: case and '-' or '_' alike.
+func removeRewriting(h http.Header) {
+	for name := range h {
+		if rewritesRequest(name) {
+			delete(h, name)
+		}
+	}
+}
+
+// rewritesRequest reports whether a request field named name is one
+// removeRewriting removes.
+func rewritesRequest(name string) bool {
+	// Every family is told by the first 20 bytes; a longer name is only
+	// ever a member of a prefix family.
+	var buf [20]byte
+	n := min(len(name), len(buf))
+	for i := range n {
+		c := name[i]
+		switch {
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		case c == '_':
+			c = '-'
+		}
+		buf[i] = c
+	}
+	key := string(buf[:n]) // compared, never kept: no allocation
+	for _, prefix := range [...]string{
+		"x-forwarded-", "x-original-", "x-rewrite-", "x-http-method", "x-method-override",
+		"x-envoy-original-", "proxy-",
+	} {
+		if strings.HasPrefix(key, prefix) {
+			return true
+		}
+	}
+	if len(name) > len(buf) {
+		return false
+	}
+	switch key {
+	case "forwarded", "x-forwarded", "x-override-url", "x-host", "x-http-host-override",
+		"x-scheme", "x-url-scheme", "front-end-https", "x-script-name",
+		"x-real-ip", "x-client-ip", "true-client-ip", "client-ip", "x-cluster-client-ip",
+		"cf-connecting-ip", "fastly-client-ip", "x-originating-ip", "x-remote-ip", "x-remote-addr":
+		return true
+	}
+	return false
+}
+
 // upgradeType is the protocol a request or response asks to switch to,
 // "" when it asks none.
 func upgradeType(h http.Header) string {
@@ -139,18 +197,16 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 }
 
 // outgoingRequest is the request sent to the origin: the canonical target
-// and the origin's Host, and the client's header without the hop-by-hop fields, without
-// Forwarded and X-Forwarded-* (where the crawler runs is not the origin's
-// business), with Via. The header is changed in place: net/http has read
+// and the origin's Host, and the client's header without the hop-by-hop
+// fields and without the fields that rewrite a request (removeRewriting),
+// with Via. The header is changed in place: net/http has read
 // what it needs of it before calling a handler (golang.org/issue/14940),
 // and copying it would cost every request.
 func (d *decision) outgoingRequest(r *http.Request, upgrade string, relay *relayState) *http.Request {
 	h := r.Header
 	wantsTrailers := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
 	removeHopByHop(h)
-	for _, f := range [...]string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
-		delete(h, f)
-	}
+	removeRewriting(h)
 	if wantsTrailers {
 		h["Te"] = []string{"trailers"} // robotsgate relays them
 	}

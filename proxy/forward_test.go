@@ -259,3 +259,38 @@ func TestInterimAnswersRelayedAndBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestRewritesRequest: the families that rewrite a request are told by
+// name in any case and with '_' for '-'; other fields, and names that only
+// look alike, are kept.
+func TestRewritesRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"X-Original-Url", true}, {"X-Original-Uri", true}, {"X-Rewrite-Url", true}, {"X_original_url", true},
+		{"X-Http-Method-Override", true}, {"X-Http-Method", true}, {"X-Method-Override", true},
+		{"Forwarded", true}, {"X-Forwarded", true}, {"X-Forwarded-For", true}, {"X-Forwarded-Prefix", true},
+		{"X-Forwarded-" + string(make([]byte, 100)), true}, {"x_forwarded_host", true},
+		{"X-Envoy-Original-Path", true}, {"X-Real-Ip", true}, {"True-Client-Ip", true}, {"Proxy-Url", true},
+		{"X-Http-Host-Override", true}, {"Front-End-Https", true},
+		{"User-Agent", false}, {"Accept", false}, {"Cookie", false}, {"X-Forwardedx", false},
+		{"X-Real-Ip-Like-Header-That-Is-Long", false}, {"X-Originals", false}, {"Via", false}, {"", false},
+	} {
+		if got := rewritesRequest(tc.name); got != tc.want {
+			t.Errorf("rewritesRequest(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	h := http.Header{"User-Agent": {"x"}, "X-Original-Url": {"/p"}, "Accept": {"*/*"}, "X-Forwarded-For": {"1"}}
+	if allocs := testing.AllocsPerRun(100, func() {
+		for name := range h {
+			rewritesRequest(name)
+		}
+	}); allocs != 0 {
+		t.Errorf("rewritesRequest allocates %v times per header", allocs)
+	}
+	removeRewriting(h)
+	if len(h) != 2 || h.Get("User-Agent") != "x" || h.Get("Accept") != "*/*" {
+		t.Errorf("after removeRewriting: %v", h)
+	}
+}
