@@ -114,6 +114,36 @@ func TestEveryTextFieldIsBounded(t *testing.T) {
 	}
 }
 
+// TestWithinBoundsAgreesWithTexts: the quick check every record goes
+// through holds each field to the bound its cut uses, to the byte.
+func TestWithinBoundsAgreesWithTexts(t *testing.T) {
+	for _, tx := range new(Record).texts() {
+		for _, c := range []struct {
+			value  string
+			within bool
+		}{
+			{strings.Repeat("a", tx.bound), true},
+			{strings.Repeat("a", tx.bound+1), false},
+			{strings.Repeat("\x01", tx.bound/6), true},
+			{strings.Repeat("\x01", tx.bound/6+1), false},
+		} {
+			rec := fullRecord()
+			textField(t, rec, tx.name).SetString(c.value)
+			if got := rec.withinBounds(); got != c.within {
+				t.Errorf("%s of %d bytes (%q...): withinBounds %v, want %v", tx.name, len(c.value), c.value[:1], got, c.within)
+			}
+		}
+	}
+	rec := fullRecord()
+	rec.GroupLines = make([]int, maxGroupLines)
+	if !rec.withinBounds() {
+		t.Errorf("%d group lines: not within bounds", maxGroupLines)
+	}
+	if rec.GroupLines = append(rec.GroupLines, 1); rec.withinBounds() {
+		t.Errorf("%d group lines: within bounds", maxGroupLines+1)
+	}
+}
+
 // TestFieldsCutToTheirBounds sets each text field in turn past its bound,
 // in characters that JSON escapes or that are not UTF-8 at all, and checks
 // that the line holds a start of it, whole characters, within the bound
@@ -429,4 +459,27 @@ func FuzzRecordBounds(f *testing.F) {
 
 func cutMarker(value string) string {
 	return fmt.Sprintf("…[cut: %d bytes, sha256:%s]", len(value), shortHash(value))
+}
+
+// TestPlain checks plain's eight bytes at a time against a byte's
+// reading, for every byte value at every place of a word and of the tail.
+func TestPlain(t *testing.T) {
+	naive := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+				return false
+			}
+		}
+		return true
+	}
+	for _, base := range []string{strings.Repeat("a", 19), strings.Repeat(" ", 19), strings.Repeat("~", 19), strings.Repeat("!", 19)} {
+		for at := range len(base) {
+			for c := range 256 {
+				s := base[:at] + string([]byte{byte(c)}) + base[at+1:]
+				if got, want := plain(s), naive(s); got != want {
+					t.Errorf("plain(%q) = %v, want %v", s, got, want)
+				}
+			}
+		}
+	}
 }
