@@ -11,19 +11,30 @@
 //
 // [Writer.Reopen] opens the file anew, for log rotation (logrotate's
 // create mode): every record lands whole in exactly one file.
+//
+// A record is bounded, whatever a client or an origin sends: each text
+// field to its own bound, the line to [Options.MaxRecord]. A client's
+// 60 KB User-Agent takes 512 bytes of its record, not the 360 KB JSON
+// escaping made of it.
 package audit
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
+	"math"
 	"os"
 	"robotsgate/robots"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Record is one decision. The JSON names are the audit log's public
@@ -76,6 +87,11 @@ type Record struct {
 	Bytes     int64   `json:"bytes"` // response body bytes relayed from the origin
 	Duration  float64 `json:"duration_ms"`
 	Error     string  `json:"error,omitempty"` // what went wrong upstream, in a few words
+
+	// Cut names the fields Write cut to their bounds: a client cannot
+	// forge it, as it can a marker inside a value. Write sets it; a value
+	// given to Write is replaced.
+	Cut []string `json:"cut,omitempty"`
 }
 
 // FlushInterval bounds how long a record waits in the buffer, and is how
@@ -90,6 +106,13 @@ const (
 	// flushAt is how much is buffered before the flush loop is asked to
 	// write at once rather than at its next tick.
 	flushAt = 64 << 10
+	// DefaultMaxRecord bounds a record's line: below the 16 KiB past
+	// which Docker's json-file log driver splits a line. The bounds of
+	// the fields, which README.md lists, add up to less than 12 KiB.
+	DefaultMaxRecord = 16 << 10
+	// MinMaxRecord is the least MaxRecord taken: the short form of any
+	// record fits in it.
+	MinMaxRecord = 4 << 10
 )
 
 // ErrDropped is returned by Write for a record that did not fit in the
@@ -109,6 +132,12 @@ type Options struct {
 	// written; 0 means DefaultMaxPending. Past half of it the log counts
 	// as failing (ErrStalled), before any record has to be dropped.
 	MaxPending int
+	// MaxRecord bounds one record's line, its line break included; 0
+	// means DefaultMaxRecord, and less than MinMaxRecord is taken as
+	// MinMaxRecord. A record whose fields, cut to their bounds, still do
+	// not fit is written in its short form: every text field cut to 64
+	// bytes. The default bounds never need it.
+	MaxRecord int
 }
 
 // Writer appends records to a file or standard output. It is safe for
@@ -136,6 +165,10 @@ type Writer struct {
 
 	path string // the file Reopen opens; "" for standard output
 	open func(path string) (io.WriteCloser, error)
+
+	// encoders hold what encoding a record needs, reused: an ordinary
+	// record costs no allocation of its own.
+	encoders sync.Pool
 
 	// full asks the flush loop to write now: a request never writes to
 	// the sink itself, so a slow sink delays no request.
@@ -177,10 +210,15 @@ func newWriter(w io.Writer, closer io.Closer, path string, open func(string) (io
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending
 	}
+	if opts.MaxRecord == 0 {
+		opts.MaxRecord = DefaultMaxRecord
+	}
+	opts.MaxRecord = max(opts.MaxRecord, MinMaxRecord)
 	aw := &Writer{
 		opts: opts, sink: w, file: closer, path: path, open: open,
 		full: make(chan struct{}, 1), done: make(chan struct{}),
 	}
+	aw.encoders.New = func() any { return newEncoder() }
 	aw.wg.Add(1)
 	go aw.flushLoop()
 	return aw
@@ -208,27 +246,28 @@ func (w *Writer) flushLoop() {
 	}
 }
 
-// Write appends one record. It fails only when the log is closed or the
-// record had to be dropped (ErrDropped); a log that cannot be written keeps
-// the record for the next attempt, and says so through Healthy.
+// Write appends one record, bounded (see [Options.MaxRecord]); rec is
+// left as it is. It fails only when the log is closed or the record had
+// to be dropped (ErrDropped); a log that cannot be written keeps the
+// record for the next attempt, and says so through Healthy.
 func (w *Writer) Write(rec *Record) error {
-	line, err := json.Marshal(rec)
+	e := w.encoders.Get().(*encoder)
+	defer w.encoders.Put(e)
+	line, err := e.encode(rec, w.opts.MaxRecord)
 	if err != nil {
-		return fmt.Errorf("encode audit record: %w", err)
+		return err
 	}
 	w.mu.Lock()
 	switch {
 	case w.closed:
 		w.mu.Unlock()
 		return ErrClosed
-	case len(w.pending)+len(line)+1 > w.opts.MaxPending:
+	case len(w.pending)+len(line) > w.opts.MaxPending:
 		w.dropped++
 		w.mu.Unlock()
 		return ErrDropped
 	}
-	// The line break goes straight into the buffer: appended to line it
-	// would cost a copy whenever Marshal left no room.
-	w.pending = append(append(w.pending, line...), '\n')
+	w.pending = append(w.pending, line...)
 	full := len(w.pending) >= flushAt
 	stalled := len(w.pending) > w.opts.MaxPending/2
 	w.mu.Unlock()
@@ -384,4 +423,237 @@ func (w *Writer) Close() error {
 		return fmt.Errorf("close audit log: %w", err)
 	}
 	return nil
+}
+
+// Bounds of a record's fields. Each text field's is in bytes of the log
+// line, JSON escaping counted; README.md's audit log table lists them.
+const (
+	targetBound = 2048 // url, reading: a request target may take 8 KiB
+	reasonBound = 1024 // reason, error: a few words around a rule, a reading or an origin's answer
+	nameBound   = 512  // user_agent, rule, origin, tunnel, robots_txt
+	stepsBound  = 256  // reading_steps
+	tokenBound  = 128  // client, token, ua_token, credential, group
+	// method, and the proxy's own words (verdict, mode, ...): bounded so
+	// that the bounds, added up, bound the record.
+	wordBound = 64
+	// maxGroupLines bounds group_lines: a robots.txt may repeat its
+	// user-agent line thousands of times.
+	maxGroupLines = 32
+	// shortText bounds every text field of a record's short form; a
+	// marker takes at most 60 bytes.
+	shortText = 64
+)
+
+// text is one text field of a record and its bound.
+type text struct {
+	name  string
+	s     *string // nil for a ua_token not set
+	bound int
+}
+
+// texts are r's text fields with their bounds, in the JSON's order.
+func (r *Record) texts() [22]text {
+	return [...]text{
+		{"client", &r.Client, tokenBound},
+		{"method", &r.Method, wordBound},
+		{"url", &r.URL, targetBound},
+		{"user_agent", &r.UserAgent, nameBound},
+		{"token", &r.Token, tokenBound},
+		{"verdict", &r.Verdict, wordBound},
+		{"reason", &r.Reason, reasonBound},
+		{"rule", &r.Rule, nameBound},
+		{"group", &r.Group, tokenBound},
+		{"reading", &r.Reading, targetBound},
+		{"reading_steps", &r.ReadingSteps, stepsBound},
+		{"robots_txt", &r.RobotsTxt, nameBound},
+		{"robots_outcome", &r.RobotsOutcome, wordBound},
+		{"credential", &r.Credential, tokenBound},
+		{"ua_token", r.UAToken, tokenBound},
+		{"origin", &r.Origin, nameBound},
+		{"tunnel", &r.Tunnel, nameBound},
+		{"robots_cache", &r.RobotsCache, wordBound},
+		{"crawl_delay_source", &r.CrawlDelaySource, wordBound},
+		{"pace", &r.Pace, wordBound},
+		{"mode", &r.Mode, wordBound},
+		{"error", &r.Error, reasonBound},
+	}
+}
+
+// withinBounds reports whether r can be written as it is: the common
+// case. It is [Record.texts] written out, for every request pays for it:
+// with each bound a constant, most fields are judged by their length
+// alone (TestWithinBoundsAgreesWithTexts keeps the two the same).
+func (r *Record) withinBounds() bool {
+	return r.Cut == nil && len(r.GroupLines) <= maxGroupLines &&
+		fits(r.Client, tokenBound) && fits(r.Method, wordBound) && fits(r.URL, targetBound) &&
+		fits(r.UserAgent, nameBound) && fits(r.Token, tokenBound) && fits(r.Verdict, wordBound) &&
+		fits(r.Reason, reasonBound) && fits(r.Rule, nameBound) && fits(r.Group, tokenBound) &&
+		fits(r.Reading, targetBound) && fits(r.ReadingSteps, stepsBound) && fits(r.RobotsTxt, nameBound) &&
+		fits(r.RobotsOutcome, wordBound) && fits(r.Credential, tokenBound) &&
+		(r.UAToken == nil || fits(*r.UAToken, tokenBound)) &&
+		fits(r.Origin, nameBound) && fits(r.Tunnel, nameBound) && fits(r.RobotsCache, wordBound) &&
+		fits(r.CrawlDelaySource, wordBound) && fits(r.Pace, wordBound) && fits(r.Mode, wordBound) &&
+		fits(r.Error, reasonBound)
+}
+
+// bounded returns a copy of r with each text field cut to its bound, or
+// to limit when that is lower, group_lines to its first maxGroupLines,
+// and the fields cut named in Cut.
+func (r *Record) bounded(limit int, e *encoder) *Record {
+	c := *r
+	c.Cut = nil
+	if c.UAToken != nil { // cut in the copy only
+		token := *c.UAToken
+		c.UAToken = &token
+	}
+	for _, t := range c.texts() {
+		if bound := min(t.bound, limit); t.s != nil && !fits(*t.s, bound) {
+			*t.s = e.cut(*t.s, bound)
+			c.Cut = append(c.Cut, t.name)
+		}
+	}
+	if len(c.GroupLines) > maxGroupLines {
+		c.GroupLines = c.GroupLines[:maxGroupLines:maxGroupLines]
+		c.Cut = append(c.Cut, "group_lines")
+	}
+	return &c
+}
+
+// encoder encodes records into lines; a Writer keeps a pool of them.
+type encoder struct {
+	buf   bytes.Buffer
+	json  *json.Encoder
+	sha   hash.Hash
+	chunk [4 << 10]byte // what sha is fed through: a long value is not copied whole
+}
+
+func newEncoder() *encoder {
+	e := &encoder{sha: sha256.New()}
+	e.json = json.NewEncoder(&e.buf)
+	// <, > and & as they are: escaped, each would take six bytes, and a
+	// log is no HTML page.
+	e.json.SetEscapeHTML(false)
+	return e
+}
+
+// encode returns rec's line, its line break included, within maxLine
+// bytes: its fields cut to their bounds and, should that not be enough,
+// to the short form's. The line is e's until e is used again.
+func (e *encoder) encode(rec *Record, maxLine int) ([]byte, error) {
+	out := rec
+	if !rec.withinBounds() {
+		out = rec.bounded(math.MaxInt, e)
+	}
+	e.buf.Reset()
+	if err := e.json.Encode(out); err != nil {
+		return nil, fmt.Errorf("encode audit record: %w", err)
+	}
+	if e.buf.Len() <= maxLine {
+		return e.buf.Bytes(), nil
+	}
+	e.buf.Reset()
+	if err := e.json.Encode(rec.bounded(shortText, e)); err != nil {
+		return nil, fmt.Errorf("encode audit record: %w", err)
+	}
+	return e.buf.Bytes(), nil
+}
+
+// cut returns the longest start of s, whole characters, that fits in
+// bound bytes of JSON with a marker after it that gives s's length and the
+// start of its SHA-256: "…[cut: 61440 bytes, sha256:1a2b3c4d5e6f7a8b]".
+// Two long values that differ anywhere are told apart by it.
+func (e *encoder) cut(s string, bound int) string {
+	e.sha.Reset()
+	for rest := s; rest != ""; {
+		n := copy(e.chunk[:], rest)
+		e.sha.Write(e.chunk[:n])
+		rest = rest[n:]
+	}
+	var sum [sha256.Size]byte
+	marker := make([]byte, 0, shortText)
+	marker = append(marker, "…[cut: "...)
+	marker = strconv.AppendInt(marker, int64(len(s)), 10)
+	marker = append(marker, " bytes, sha256:"...)
+	marker = hex.AppendEncode(marker, e.sha.Sum(sum[:0])[:8])
+	marker = append(marker, ']')
+
+	n, used := 0, 0
+	for n < len(s) {
+		width, size := jsonRune(s[n:])
+		if used+width > bound-len(marker) {
+			break
+		}
+		n, used = n+size, used+width
+	}
+	return s[:n] + string(marker)
+}
+
+// fits reports whether s takes at most bound bytes in a JSON string. It
+// is quick for the text of an ordinary record: short, or printable ASCII.
+func fits(s string, bound int) bool {
+	return len(s) <= bound/6 || longFits(s, bound) // no byte of s takes more than six
+}
+
+// longFits is fits, out of line so that the rest inlines.
+func longFits(s string, bound int) bool {
+	if len(s) > bound {
+		return false
+	}
+	if plain(s) {
+		return true
+	}
+	n := 0
+	for i := 0; i < len(s); {
+		width, size := jsonRune(s[i:])
+		if n += width; n > bound {
+			return false
+		}
+		i += size
+	}
+	return true
+}
+
+// plain reports whether every byte of s takes one in a JSON string:
+// printable ASCII but " and \. It reads eight bytes at a time, to cost
+// an ordinary User-Agent little.
+func plain(s string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		b := s[i : i+8]
+		x := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		// A byte that is not ASCII, is below 0x20, or is " or \ sets its
+		// high bit in one of the terms; a borrow may set more above it,
+		// never one without it.
+		quote, backslash := x^('"'*ones), x^('\\'*ones)
+		if (x|(x-0x20*ones)|(quote-ones)&^quote|(backslash-ones)&^backslash)&highs != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonRune returns the bytes that the character s starts with takes in a
+// JSON string as a Writer encodes it, never less (six for every control
+// character, though \n, \t and a few take two), and its size in s.
+func jsonRune(s string) (width, size int) {
+	switch c := s[0]; {
+	case c < 0x20: // \u00XX
+		return 6, 1
+	case c == '"' || c == '\\':
+		return 2, 1
+	case c < utf8.RuneSelf:
+		return 1, 1
+	}
+	r, size := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+		return 6, size // \ufffd for a byte that is not UTF-8
+	}
+	return size, size
 }

@@ -205,7 +205,7 @@ func TestConcurrentWritersWholeLines(t *testing.T) {
 	for g := range writers {
 		wg.Go(func() {
 			for i := range perWriter {
-				rec := &Record{Method: "GET", Decision: robots.Decision{URL: fmt.Sprintf("http://h/%d/%d", g, i), UserAgent: padding, Verdict: "allow"}}
+				rec := &Record{Method: "GET", Decision: robots.Decision{URL: fmt.Sprintf("http://h/%d/%d", g, i), Reason: padding, Verdict: "allow"}}
 				if err := w.Write(rec); err != nil {
 					t.Error(err)
 					return
@@ -228,8 +228,8 @@ func TestConcurrentWritersWholeLines(t *testing.T) {
 			t.Fatalf("record %s written twice", u)
 		}
 		seen[u] = true
-		if r["user_agent"] != padding {
-			t.Fatalf("record %s has a damaged user_agent", u)
+		if r["reason"] != padding {
+			t.Fatalf("record %s has a damaged reason", u)
 		}
 	}
 	if buf.writes < 2 {
@@ -260,7 +260,7 @@ func TestSlowSinkDelaysNoWrite(t *testing.T) {
 	wrote := make(chan error, 1)
 	go func() {
 		for i := range records {
-			if err := w.Write(&Record{Decision: robots.Decision{URL: fmt.Sprint(i), UserAgent: padding}}); err != nil {
+			if err := w.Write(&Record{Decision: robots.Decision{URL: fmt.Sprint(i), Reason: padding}}); err != nil {
 				wrote <- err
 				return
 			}
@@ -305,7 +305,7 @@ func TestStalledSinkIsUnhealthyBeforeDropping(t *testing.T) {
 	padding := strings.Repeat("x", 1000)
 	written := 0
 	for w.Healthy() {
-		if err := w.Write(&Record{Decision: robots.Decision{URL: fmt.Sprint(written), UserAgent: padding}}); err != nil {
+		if err := w.Write(&Record{Decision: robots.Decision{URL: fmt.Sprint(written), Reason: padding}}); err != nil {
 			close(sink.release)
 			t.Fatalf("record %d: %v; want the log unhealthy before any record is dropped", written, err)
 		}
@@ -500,7 +500,7 @@ func TestFailingLogIsBounded(t *testing.T) {
 		pad := strings.Repeat("p", 900)
 		var dropped int
 		for range 20 {
-			if err := w.Write(&Record{Decision: robots.Decision{UserAgent: pad}}); errors.Is(err, ErrDropped) {
+			if err := w.Write(&Record{Decision: robots.Decision{Reason: pad}}); errors.Is(err, ErrDropped) {
 				dropped++
 			} else if err != nil {
 				t.Fatal(err)

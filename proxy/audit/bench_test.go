@@ -3,6 +3,7 @@ package audit
 import (
 	"errors"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -47,6 +48,43 @@ func BenchmarkWrite(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(dropped.Load())/float64(b.N), "dropped/op")
+		})
+	}
+}
+
+// countingSink counts the bytes written to it.
+type countingSink struct{ n atomic.Int64 }
+
+func (c *countingSink) Write(p []byte) (int, error) {
+	c.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// BenchmarkWriteLong measures records with a long User-Agent, and the
+// bytes each takes in the log (log-B/op): a real one that is within its
+// bound but long enough to be measured against it (Googlebot's for
+// smartphones, 200 bytes), and a client's 60 KB one of characters JSON
+// escapes, which is cut.
+func BenchmarkWriteLong(b *testing.B) {
+	for _, bc := range []struct{ name, ua string }{
+		{"googlebot-smartphone", "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.6778.204 Mobile Safari/537.36 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"},
+		{"60KB-escaped", strings.Repeat("<>&", 20<<10)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			rec := fullRecord()
+			rec.UserAgent = bc.ua
+			var sink countingSink
+			w := NewWriter(&sink, nil, Options{MaxPending: 512 << 20})
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := w.Write(rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(sink.n.Load())/float64(b.N), "log-B/op")
 		})
 	}
 }
