@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"robotsgate/proxy/audit"
 	"robotsgate/robots"
@@ -480,9 +481,10 @@ func TestUnreachableRobotsTxt(t *testing.T) {
 	}
 }
 
-// TestRobotsTxtAlwaysPasses checks that /robots.txt goes to the origin
-// for every crawler, even one robots.txt refuses everything, without the
-// proxy looking robots.txt up first.
+// TestRobotsTxtAlwaysPasses checks that a GET of /robots.txt goes to the
+// origin for every crawler, even one robots.txt refuses everything, without
+// the proxy looking robots.txt up first. (Any other request to the path is
+// judged: integration's TestRobotsTxtExemption.)
 func TestRobotsTxtAlwaysPasses(t *testing.T) {
 	ok := startOrigin(t, originConfig{robots: testRobots})
 	failing := startOrigin(t, originConfig{robots: "try later\n", robotsStatus: 503})
@@ -496,7 +498,6 @@ func TestRobotsTxtAlwaysPasses(t *testing.T) {
 		wantBody   string
 	}{
 		{ok, "/robots.txt", 200, testRobots},
-		{ok, "/robots.txt?fresh=1", 200, testRobots},
 		{failing, "/robots.txt", 503, "try later\n"},
 	}
 	for _, tt := range tests {
@@ -508,8 +509,8 @@ func TestRobotsTxtAlwaysPasses(t *testing.T) {
 	if st := p.rules.Stats(); st.Hits+st.Misses != 0 || len(st.Loads) != 0 {
 		t.Errorf("robots.txt requests consulted the cache: %+v", st)
 	}
-	if n := ok.robotsFetches(); n != 2 {
-		t.Errorf("origin served robots.txt %d times, want 2 (the crawler's own requests only)", n)
+	if n := ok.robotsFetches(); n != 1 {
+		t.Errorf("origin served robots.txt %d times, want 1 (the crawler's own request only)", n)
 	}
 	recs := p.records()
 	for _, tt := range tests {
@@ -659,5 +660,30 @@ func TestForbiddenNamesReading(t *testing.T) {
 	}
 	if !o.saw("/a/../secret") {
 		t.Error("audit mode did not forward the request as sent")
+	}
+}
+
+// TestForbiddenAnswerBounded: a 403 repeats at most a bounded part of what
+// a client chose, so a 60 KB User-Agent (and the 60 KB token made of it)
+// costs a short answer, in text and in JSON, body and header alike.
+func TestForbiddenAnswerBounded(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots})
+	p := startProxy(t, proxyConfig{})
+	c := p.client()
+	long := strings.Repeat("é", 30_000) + "x" // 60,001 bytes, cut between characters
+	for _, accept := range []string{"text/plain", "application/json"} {
+		h := ua(long)
+		h.Set("Accept", accept)
+		resp, body := do(t, c, "GET", o.URL+"/secret", h)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("%s: status %d, want 403", accept, resp.StatusCode)
+		}
+		decision := resp.Header.Get("X-Robotsgate-Decision")
+		if len(body) > 4<<10 || len(decision) > 2<<10 {
+			t.Errorf("%s: a body of %d bytes and a decision header of %d for a 60 KB User-Agent", accept, len(body), len(decision))
+		}
+		if !strings.Contains(body, "[cut: 60001 bytes]") || !utf8.ValidString(body) {
+			t.Errorf("%s: the body does not say the User-Agent was cut, or cuts a character:\n%s", accept, body)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"robotsgate/robots"
 )
@@ -32,9 +33,9 @@ func decisionValue(d *decision) string {
 		b.WriteString("=")
 		b.WriteString(quoteHeader(value))
 	}
-	param("token", d.rec.Token)
+	param("token", shown(d.rec.Token))
 	if r := d.verdict.Rule; r != nil {
-		param("rule", r.Pattern)
+		param("rule", shown(r.Pattern))
 		b.WriteString("; line=")
 		b.WriteString(strconv.Itoa(r.Line))
 		if reading := d.verdict.Reading; reading != nil {
@@ -82,6 +83,7 @@ func forbiddenPage(req *http.Request, d *decision) *page {
 	p := &page{status: http.StatusForbidden, header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}}
 	if wantsJSON(req.Header.Get("Accept")) {
 		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.rec.Decision}
+		out.UserAgent, out.Token, out.Rule = shown(out.UserAgent), shown(out.Token), shown(out.Rule)
 		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
 		p.body = append(p.body, '\n')
 		p.header.Set("Content-Type", "application/json")
@@ -100,14 +102,18 @@ func forbiddenText(d *decision) []byte {
 	b.WriteString(crawlerLine(d))
 	fmt.Fprintf(&b, "robots.txt:  %s\n", d.robotsURL())
 	if v.Group != "" {
-		lines := make([]string, len(v.GroupLines))
+		lines := make([]string, 0, min(len(v.GroupLines), maxShownLines+1))
 		for i, l := range v.GroupLines {
-			lines[i] = strconv.Itoa(l)
+			if i == maxShownLines {
+				lines = append(lines, "…")
+				break
+			}
+			lines = append(lines, strconv.Itoa(l))
 		}
-		fmt.Fprintf(&b, "Group:       User-agent: %s (line %s)\n", v.Group, strings.Join(lines, ", "))
+		fmt.Fprintf(&b, "Group:       User-agent: %s (line %s)\n", shown(v.Group), strings.Join(lines, ", "))
 	}
 	if r := v.Rule; r != nil {
-		fmt.Fprintf(&b, "Rule:        Disallow: %s (line %d)\n", r.Pattern, r.Line)
+		fmt.Fprintf(&b, "Rule:        Disallow: %s (line %d)\n", shown(r.Pattern), r.Line)
 		if reading := v.Reading; reading != nil {
 			fmt.Fprintf(&b, "Read as:     %s (%s), as an origin may read the path\n", reading.Path, reading.StepsString())
 		}
@@ -123,15 +129,37 @@ func forbiddenText(d *decision) []byte {
 
 // crawlerLine says whose rules applied: "Crawler:     product token ...".
 func crawlerLine(d *decision) string {
+	token, ua := shown(d.rec.Token), shown(d.rec.UserAgent)
 	switch {
 	case d.rec.Credential != "":
-		return fmt.Sprintf("Crawler:     product token %q, of proxy credential %q (User-Agent %q)\n", d.rec.Token, d.rec.Credential, d.rec.UserAgent)
+		return fmt.Sprintf("Crawler:     product token %q, of proxy credential %q (User-Agent %q)\n", token, shown(d.rec.Credential), ua)
 	case d.rec.UAToken != nil:
-		return fmt.Sprintf("Crawler:     product token %q, set by the proxy's operator (User-Agent %q)\n", d.rec.Token, d.rec.UserAgent)
+		return fmt.Sprintf("Crawler:     product token %q, set by the proxy's operator (User-Agent %q)\n", token, ua)
 	case d.rec.Token == "":
-		return fmt.Sprintf("Crawler:     no product token in User-Agent %q, so the \"User-agent: *\" group applies\n", d.rec.UserAgent)
+		return fmt.Sprintf("Crawler:     no product token in User-Agent %q, so the \"User-agent: *\" group applies\n", ua)
 	}
-	return fmt.Sprintf("Crawler:     product token %q, from User-Agent %q\n", d.rec.Token, d.rec.UserAgent)
+	return fmt.Sprintf("Crawler:     product token %q, from User-Agent %q\n", token, ua)
+}
+
+// maxShown bounds what an answer repeats of a value a client or an origin
+// chose (a User-Agent, the token made of it, a rule): a 60 KB User-Agent
+// must not cost a 200 KB answer.
+const maxShown = 256
+
+// maxShownLines bounds the user-agent lines an answer lists: a robots.txt
+// may repeat one thousands of times.
+const maxShownLines = 32
+
+// shown is s cut to maxShown bytes, between characters, with its length.
+func shown(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	end := maxShown
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "…[cut: " + strconv.Itoa(len(s)) + " bytes]"
 }
 
 // wantsJSON reports whether the client accepts JSON and no text.
