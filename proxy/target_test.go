@@ -249,3 +249,25 @@ func TestListensBeyondLoopback(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseTarget is the cost of the canonical target on its own:
+// the client's canonical spelling (the common case) and another one.
+func BenchmarkParseTarget(b *testing.B) {
+	for _, bc := range []struct{ name, uri string }{
+		{"name", "http://example.com/page?id=42"},
+		{"ipv4-port", "http://127.0.0.1:8080/page?id=42"},
+		{"ipv6-port", "http://[2001:db8::1]:8080/page?id=42"},
+		{"ipv4-mapped", "http://[::ffff:127.0.0.1]:8080/page?id=42"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			r := &http.Request{Method: "GET", RequestURI: bc.uri}
+			var tgt target
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := parseTarget(r, nil, 8<<10, &tgt); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -100,18 +100,50 @@ func CanonicalHost(host string) (string, error) {
 	if name == "" || len(name) > maxHostName {
 		return "", fmt.Errorf("no host name, or one longer than %d characters", maxHostName)
 	}
+	upper := false
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+		switch c := name[i]; {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_':
+		case c == '.':
+			if i == 0 || i == len(name)-1 || name[i-1] == '.' {
+				return "", fmt.Errorf("the host name %q has an empty label", clip(host))
+			}
+		case c >= 'A' && c <= 'Z':
+			upper = true
+		default:
 			return "", fmt.Errorf("the character %q cannot be in a host name", rune(c))
 		}
 	}
-	if name[0] == '.' || name[len(name)-1] == '.' || strings.Contains(name, "..") {
-		return "", fmt.Errorf("the host name %q has an empty label", clip(host))
-	}
-	if endsInNumber(name) {
+	switch {
+	case isDottedDecimal(name):
+		return name, nil
+	case endsInNumber(name):
 		return canonicalIPv4(name)
+	case upper:
+		return strings.ToLower(name), nil
 	}
-	return strings.ToLower(name), nil
+	return name, nil
+}
+
+// isDottedDecimal reports whether name is an IPv4 address written as it
+// should be: four decimal numbers up to 255, without leading zeros.
+func isDottedDecimal(name string) bool {
+	parts, n, digits := 0, 0, 0
+	for i := 0; i <= len(name); i++ {
+		if i == len(name) || name[i] == '.' {
+			if digits == 0 || n > 255 || (digits > 1 && name[i-digits] == '0') {
+				return false
+			}
+			parts, n, digits = parts+1, 0, 0
+			continue
+		}
+		c := name[i]
+		if c < '0' || c > '9' || digits == 3 {
+			return false
+		}
+		n, digits = n*10+int(c-'0'), digits+1
+	}
+	return parts == 4
 }
 
 // canonicalIPv6 writes host, an IPv6 address in brackets, as RFC 5952

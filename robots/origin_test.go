@@ -3,6 +3,7 @@ package robots
 import (
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -197,7 +198,8 @@ func TestCanonicalHostAllocations(t *testing.T) {
 
 // FuzzCanonicalHost checks that any host is refused or written in a form
 // that is its own canonical form, an address netip reads the same way
-// when it is one, and never an IPv4-mapped IPv6 address.
+// when it is one, and never an IPv4-mapped IPv6 address; and that an IPv4
+// address is read as the WHATWG URL Standard (and inet_aton) reads it.
 func FuzzCanonicalHost(f *testing.F) {
 	for _, seed := range []string{"example.com.", "127.1", "0x7f.0.0.1", "0177.0.0.1", "2130706433", "1.2.3.999",
 		"[::ffff:7f00:1]", "[0000::0001]", "[fe80::1%25eth0]", "a..b", "0x.0x", "[::1", "4294967296"} {
@@ -205,6 +207,9 @@ func FuzzCanonicalHost(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, host string) {
 		got, err := CanonicalHost(host)
+		if want, ok := referenceIPv4(host); ok && len(host) <= maxHostName && (err != nil || got != want) {
+			t.Fatalf("CanonicalHost(%q) = %q, %v; the WHATWG IPv4 parser reads %q", host, got, err, want)
+		}
 		if err != nil {
 			return
 		}
@@ -222,4 +227,53 @@ func FuzzCanonicalHost(f *testing.F) {
 			t.Fatalf("CanonicalHost(%q) = %q: not a canonical name", host, got)
 		}
 	})
+}
+
+// referenceIPv4 is the WHATWG URL Standard's IPv4 parser written out
+// step by step with strconv, to check CanonicalHost's against: ok is false
+// for a host it does not read as an address.
+func referenceIPv4(host string) (string, bool) {
+	parts := strings.Split(host, ".")
+	if len(parts) > 1 && parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	if len(parts) > 4 {
+		return "", false
+	}
+	var numbers []uint64
+	for _, p := range parts {
+		base := 10
+		switch {
+		case strings.HasPrefix(p, "0x") || strings.HasPrefix(p, "0X"):
+			p, base = p[2:], 16
+		case len(p) > 1 && p[0] == '0':
+			p, base = p[1:], 8
+		case p == "":
+			return "", false
+		}
+		n := uint64(0)
+		if p != "" {
+			if strings.ContainsAny(p, "+-_") {
+				return "", false
+			}
+			var err error
+			if n, err = strconv.ParseUint(p, base, 64); err != nil {
+				return "", false
+			}
+		}
+		numbers = append(numbers, n)
+	}
+	addr := uint64(0)
+	for i, n := range numbers[:len(numbers)-1] {
+		if n > 255 {
+			return "", false
+		}
+		addr += n << (8 * (3 - i))
+	}
+	last := numbers[len(numbers)-1]
+	if last >= 1<<(8*(5-len(numbers))) {
+		return "", false
+	}
+	addr += last
+	return netip.AddrFrom4([4]byte{byte(addr >> 24), byte(addr >> 16), byte(addr >> 8), byte(addr)}).String(), true
 }
