@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -23,8 +22,10 @@ type target struct {
 	// tells hosts apart by case or port spelling serves the request from
 	// the site whose robots.txt judged it.
 	hostHeader string
-	host       string // lower-case; an IPv6 address without brackets
-	port       string // the port connected to: explicit or the scheme's default
+	// host is canonical (robots.CanonicalHost: one spelling of an
+	// address), an IPv6 address without brackets.
+	host string
+	port string // the port connected to: explicit or the scheme's default
 	// dial is the host[:port] the request is sent to: the tunnel's target
 	// inside a tunnel (the same place by then), else hostHeader.
 	dial string
@@ -149,9 +150,10 @@ func parseTarget(r *http.Request, tun *tunnel, maxURL int, t *target) *requestEr
 		prefix = t.scheme + "://" + t.authority
 		t.url = prefix + t.pathAndQuery
 	}
-	// The origin is the prefix itself when the client wrote it canonically:
-	// lower case, no default port, no leading zeros.
-	if t.host == t.authority || (explicitPort && t.port != defaultPort(t.scheme) && isHostPort(t.authority, t.host, t.port)) {
+	// The origin is the prefix itself when the client wrote it canonically
+	// (see robots.CanonicalHost; no default port, no leading zeros), and
+	// the same for every other spelling of the address.
+	if isCanonical(t.authority, t.host, t.port, explicitPort, defaultPort(t.scheme)) {
 		t.origin = prefix
 	} else if t.origin, err = robots.OriginFromURL(&url.URL{Scheme: t.scheme, Host: t.authority}); err != nil {
 		return badRequest("the request names no http or https origin: " + err.Error())
@@ -159,15 +161,28 @@ func parseTarget(r *http.Request, tun *tunnel, maxURL int, t *target) *requestEr
 	t.hostHeader = t.origin[len(t.scheme)+len("://"):]
 	t.dial = t.hostHeader
 	if tun != nil {
-		t.dial = tun.authority
+		t.dial = tun.hostPort
 	}
 	return nil
 }
 
-// isHostPort reports whether authority is exactly host:port.
-func isHostPort(authority, host, port string) bool {
-	return len(authority) == len(host)+1+len(port) && strings.HasPrefix(authority, host) &&
-		authority[len(host)] == ':' && strings.HasSuffix(authority, port)
+// isCanonical reports whether authority, as the client wrote it, is
+// already the canonical host[:port] of host and port (as splitAuthority
+// gives them; an explicit port is in authority unless it is the default).
+func isCanonical(authority, host, port string, explicitPort bool, defaultPort string) bool {
+	if explicitPort {
+		if port == defaultPort || !strings.HasSuffix(authority, port) {
+			return false
+		}
+		if authority = authority[:len(authority)-len(port)]; !strings.HasSuffix(authority, ":") {
+			return false
+		}
+		authority = authority[:len(authority)-1]
+	}
+	if strings.HasPrefix(authority, "[") {
+		return len(authority) == len(host)+2 && authority[1:len(authority)-1] == host
+	}
+	return authority == host
 }
 
 // authorityError says what is wrong with a host[:port].
@@ -175,12 +190,14 @@ type authorityError string
 
 func (e authorityError) Error() string { return string(e) }
 
-// splitAuthority checks host[:port] strictly: a DNS name or IPv4 address
-// of letters, digits, '.', '-' and '_', or an IPv6 address in brackets,
-// and an optional decimal port from 1 to 65535. Anything else (user
-// information, '/', '%', spaces, an empty port) is refused rather than
-// guessed at. It returns the lower-cased host and the port without leading
-// zeros, "" when none is given.
+// splitAuthority checks host[:port] strictly: a host that
+// [robots.CanonicalHost] accepts (a DNS name of letters, digits, '.', '-'
+// and '_', an IPv4 address, or an IPv6 address in brackets) and an
+// optional decimal port from 1 to 65535. Anything else (user information,
+// '/', '%', spaces, an empty port) is refused rather than guessed at. It
+// returns the canonical host, an IPv6 address without brackets, and the
+// port without leading zeros, "" when none is given: every spelling of
+// one address gives the same host.
 func splitAuthority(authority string) (host, port string, err error) {
 	host = authority
 	if strings.HasPrefix(authority, "[") {
@@ -188,11 +205,7 @@ func splitAuthority(authority string) (host, port string, err error) {
 		if end < 0 {
 			return "", "", authorityError("an IPv6 address without its closing ']'")
 		}
-		addr, perr := netip.ParseAddr(authority[1:end])
-		if perr != nil || !addr.Is6() || addr.Zone() != "" {
-			return "", "", authorityError("not an IPv6 address between '[' and ']'")
-		}
-		host, port = strings.ToLower(authority[1:end]), authority[end+1:]
+		host, port = authority[:end+1], authority[end+1:]
 		if port != "" && port[0] != ':' {
 			return "", "", authorityError("text after the IPv6 address")
 		}
@@ -208,18 +221,15 @@ func splitAuthority(authority string) (host, port string, err error) {
 		case perr != nil || n == 0 || strings.IndexFunc(port, func(r rune) bool { return r < '0' || r > '9' }) >= 0:
 			return "", "", authorityError("the port is not a number from 1 to 65535")
 		}
-		port = strconv.FormatUint(n, 10)
+		if port[0] == '0' {
+			port = strconv.FormatUint(n, 10) // leading zeros dropped
+		}
 	}
-	if !strings.HasPrefix(authority, "[") {
-		if host == "" || len(host) > 253 {
-			return "", "", authorityError("no host name, or one longer than 253 characters")
-		}
-		for i := 0; i < len(host); i++ {
-			if c := host[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
-				return "", "", authorityError("the character " + strconv.QuoteRune(rune(c)) + " cannot be in a host name")
-			}
-		}
-		host = strings.ToLower(host)
+	if host, err = robots.CanonicalHost(host); err != nil {
+		return "", "", authorityError(err.Error())
+	}
+	if strings.HasPrefix(host, "[") {
+		host = host[1 : len(host)-1]
 	}
 	return host, port, nil
 }

@@ -24,8 +24,12 @@ import (
 // what it carries.
 type tunnel struct {
 	authority string // the CONNECT target as sent: host:port
-	host      string // lower-case; an IPv6 address without brackets
-	port      string
+	// host and port are canonical (robots.CanonicalHost: one spelling of
+	// an address), an IPv6 address without brackets.
+	host, port string
+	// hostPort is the canonical host:port: where the tunnel connects, and
+	// the authority of its origin.
+	hostPort string
 	// scheme is "https" for an intercepted TLS tunnel and "http" for one
 	// that carries plain HTTP: the scheme of every request inside.
 	scheme string
@@ -40,7 +44,8 @@ type credentialKey struct{}
 const tlsRecordHandshake = 0x16
 
 // parseConnectTarget checks a CONNECT's request target: host:port, with
-// the port required and nothing else.
+// the port required and nothing else. Every spelling of one address leads
+// to the same place.
 func parseConnectTarget(raw string) (*tunnel, *requestError) {
 	if strings.IndexByte(raw, '@') >= 0 {
 		return nil, badRequest("the CONNECT target carries user information, which is not allowed; use host:port")
@@ -52,7 +57,11 @@ func parseConnectTarget(raw string) (*tunnel, *requestError) {
 	if port == "" {
 		return nil, badRequest("the CONNECT target " + quoteClip(raw) + " has no port; use host:port")
 	}
-	return &tunnel{authority: raw, host: host, port: port}, nil
+	hostPort := raw
+	if !isCanonical(raw, host, port, true, "") {
+		hostPort = net.JoinHostPort(host, port)
+	}
+	return &tunnel{authority: raw, host: host, port: port, hostPort: hostPort}, nil
 }
 
 // handleConnect takes a CONNECT from goproxy: it refuses a malformed one
@@ -103,7 +112,7 @@ func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 	d.identify(tun.cred)
 	// A blind tunnel only ever relays TLS: it is judged as HTTPS whatever
 	// its port. Plain HTTP in it is read and judged request by request.
-	origin, err := robots.OriginOf("https://" + tun.authority)
+	origin, err := robots.OriginOf("https://" + tun.hostPort)
 	if err != nil {
 		return d.failPage(http.StatusBadRequest, "the CONNECT target is not a host:port", err)
 	}
@@ -206,8 +215,8 @@ func (s *Server) serveTunnel(r *http.Request, conn net.Conn, tun *tunnel, blind 
 // carry plain HTTP: what was judged of its host over HTTPS does not apply,
 // each request inside has a record of its own.
 func (d *decision) carriesPlainHTTP(tun *tunnel) {
-	d.admission.Undo()                                      // the requests inside are paced one by one
-	origin, _ := robots.OriginOf("http://" + tun.authority) // checked as host:port already
+	d.admission.Undo()                                     // the requests inside are paced one by one
+	origin, _ := robots.OriginOf("http://" + tun.hostPort) // checked as host:port already
 	d.rec = audit.Record{
 		Time: d.rec.Time, Client: d.rec.Client, Method: d.rec.Method,
 		Decision: robots.Decision{
@@ -271,9 +280,9 @@ func (s *Server) relay(client net.Conn, tun *tunnel, blind *decision) {
 	var upstream net.Conn
 	var err error
 	if s.upstream != nil {
-		upstream, err = s.upstream.openTunnel(ctx, tun.host, tun.authority)
+		upstream, err = s.upstream.openTunnel(ctx, tun.host, tun.hostPort)
 	} else {
-		upstream, err = s.dialer.DialContext(ctx, "tcp", tun.authority)
+		upstream, err = s.dialer.DialContext(ctx, "tcp", tun.hostPort)
 	}
 	if err != nil {
 		blind.rec.Status = http.StatusOK
