@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,9 +44,19 @@ type Result[V any] struct {
 	// without one it is served until the next retry. MaxAge and NoStore
 	// are ignored for a Failed result: the retry backoff decides.
 	Failed bool
+	// Discard marks a result that says nothing of the key: the load could
+	// not be made, for a reason of the caller's whose context it ran on
+	// (for example no free resource for that caller in time; see
+	// CallerKey). It is kept nowhere, neither in memory nor in a Store,
+	// and is no failure of the key (no backoff, the failure count
+	// unchanged). The Gets of the caller that started the load get it, or
+	// the key's good value while younger than Options.MaxStale (as a stale
+	// value); the other Gets that waited for the load load again, in one
+	// load per caller. Every other field but Value and Outcome is ignored.
+	Discard bool
 	// Outcome is a short label counted in Stats.Loads (for example "ok",
 	// "unavailable", "unreachable"). Empty means "ok", or "failed" when
-	// Failed is set.
+	// Failed is set, or "discarded" when Discard is.
 	Outcome string
 	// Shared is Value encoded for a Store (see NewShared); nil keeps the
 	// result in this process only, as for a value that depends on this
@@ -56,9 +67,23 @@ type Result[V any] struct {
 // LoadFunc produces the value for key. It runs at most once per key at a
 // time, on a context that carries the values of the first waiting caller's
 // context but is never cancelled by callers giving up: the LoadFunc must
-// bound its own running time. It should not panic; if it does, the panic is
+// bound its own running time. (Gets that joined a load whose result was
+// discarded, see Result.Discard, load again on their own contexts, beside
+// any other load of the key.) It should not panic; if it does, the panic is
 // recovered, logged, and the waiting Gets return ErrLoadPanicked.
 type LoadFunc[V any] func(ctx context.Context, key string) Result[V]
+
+// CallerKey is the key of a Get's context value, a string, that names
+// whom the Get is for: a discarded load (see Result.Discard) is one
+// caller's, and is handed to no other's Gets. Gets whose context names no
+// caller are all one caller, "".
+type CallerKey struct{}
+
+// callerOf returns the caller ctx names.
+func callerOf(ctx context.Context) string {
+	caller, _ := ctx.Value(CallerKey{}).(string)
+	return caller
+}
 
 // ErrLoadPanicked is wrapped by the error Get returns when the LoadFunc
 // panicked. Nothing is cached then; the next Get loads again.
@@ -204,12 +229,17 @@ type Cache[V any] struct {
 	main    *ristretto.Cache[string, *entry[V]]
 	window  *admissionWindow[V]
 	flights singleflight.Group
+	// retries are the flights, one per caller and key, of the Gets whose
+	// load was another caller's and discarded (see Result.Discard).
+	retries singleflight.Group
 	epoch   time.Time // when the cache was made: the base of Get's clock reading
 
 	// closeMu makes Close exclusive with every use of main: ristretto
 	// panics (send on closed channel) when used during its Close.
 	closeMu sync.RWMutex
 	closed  atomic.Bool
+	// storeMu makes stores one at a time (see store).
+	storeMu sync.Mutex
 
 	// second is the level shared with other processes; nil for New.
 	second *SecondLevel[V]
@@ -253,6 +283,10 @@ type flightResult[V any] struct {
 	// SourceHit when it found a fresh entry another flight had just
 	// stored.
 	src Source
+	// discarded marks e as a discarded result (Result.Discard), stored
+	// nowhere and meant for the Gets of caller, who started the flight.
+	discarded bool
+	caller    string
 }
 
 // New returns a Cache that calls load for keys it does not hold fresh.
@@ -331,18 +365,43 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, Info, error) {
 		return zero, Info{}, fmt.Errorf("cache: get %q: %w", key, err)
 	}
 	detached := context.WithoutCancel(ctx)
-	ch := c.flights.DoChan(key, func() (any, error) { return c.refresh(detached, key) })
+	caller := callerOf(ctx)
+	f, err := c.receive(ctx, key, c.flights.DoChan(key, c.flight(detached, key, caller)))
+	if err == nil && f.discarded && f.caller != caller {
+		// The load ran on another caller's context and could not be made
+		// for that one: it says nothing of this Get, which loads again in
+		// a flight of its caller's own, where no one else's discarded load
+		// can stand in for its caller's.
+		ownKey := strconv.Itoa(len(caller)) + ":" + caller + key
+		f, err = c.receive(ctx, key, c.retries.DoChan(ownKey, c.flight(detached, key, caller)))
+	}
+	if err != nil {
+		c.misses.Add(1)
+		return zero, Info{}, err
+	}
+	return c.serve(f.e, f.src)
+}
+
+// flight is the function a singleflight call runs for caller: a refresh,
+// its result marked as caller's.
+func (c *Cache[V]) flight(ctx context.Context, key, caller string) func() (any, error) {
+	return func() (any, error) {
+		f, err := c.refresh(ctx, key)
+		f.caller = caller
+		return f, err
+	}
+}
+
+// receive waits for the result of a refresh, or for ctx to end.
+func (c *Cache[V]) receive(ctx context.Context, key string, ch <-chan singleflight.Result) (flightResult[V], error) {
 	select {
 	case r := <-ch:
 		if r.Err != nil {
-			c.misses.Add(1)
-			return zero, Info{}, r.Err
+			return flightResult[V]{}, r.Err
 		}
-		f := r.Val.(flightResult[V])
-		return c.serve(f.e, f.src)
+		return r.Val.(flightResult[V]), nil
 	case <-ctx.Done():
-		c.misses.Add(1)
-		return zero, Info{}, fmt.Errorf("cache: get %q: %w", key, ctx.Err())
+		return flightResult[V]{}, fmt.Errorf("cache: get %q: %w", key, ctx.Err())
 	}
 }
 
@@ -385,7 +444,7 @@ func (c *Cache[V]) lookup(key string, now time.Time) (*entry[V], bool) {
 // flight that ended just before this one started already stored a fresh
 // entry (the caller missed before that store, joined no flight, and must
 // not cause a second load).
-func (c *Cache[V]) refresh(ctx context.Context, key string) (any, error) {
+func (c *Cache[V]) refresh(ctx context.Context, key string) (flightResult[V], error) {
 	local, localInMain := c.lookup(key, time.Now())
 	if local != nil && time.Now().Before(local.info.ExpiresAt) {
 		return flightResult[V]{e: local, src: SourceHit}, nil
@@ -404,6 +463,9 @@ func (c *Cache[V]) loadAlone(ctx context.Context, key string, local *entry[V], l
 		return flightResult[V]{}, err
 	}
 	failures, good := history(local)
+	if r.Discard {
+		return c.discarded(failures, good, r, time.Now()), nil
+	}
 	e := c.settle(key, failures, good, r, time.Now())
 	c.store(key, e, local, localInMain)
 	return flightResult[V]{e: e, src: SourceLoaded}, nil
@@ -433,10 +495,17 @@ func (c *Cache[V]) call(ctx context.Context, key string) (r Result[V], err error
 		}
 	}()
 	r = c.load(ctx, key)
+	if r.Discard {
+		r.Failed = false
+	}
 	if r.Outcome == "" {
-		r.Outcome = "ok"
-		if r.Failed {
+		switch {
+		case r.Discard:
+			r.Outcome = "discarded"
+		case r.Failed:
 			r.Outcome = "failed"
+		default:
+			r.Outcome = "ok"
 		}
 	}
 	c.countLoad(r.Outcome, r.Failed)
@@ -528,6 +597,39 @@ func (c *Cache[V]) next(failures int, good *entry[V], r Result[V], now time.Time
 	}
 }
 
+// discarded is what the Get that started a load whose result r was
+// discarded gets, stored nowhere: the good value (held in good, nil if
+// none) served stale while younger than MaxStale, else r's value. Its
+// Info keeps the key's failure count, and says a load is due at once.
+func (c *Cache[V]) discarded(failures int, good *entry[V], r Result[V], now time.Time) flightResult[V] {
+	if good != nil && now.Sub(good.goodAt) < c.opts.MaxStale {
+		return flightResult[V]{e: &entry[V]{
+			value: good.value,
+			info: Info{
+				Outcome:     good.info.Outcome,
+				LastOutcome: r.Outcome,
+				Failures:    failures,
+				LoadedAt:    good.goodAt,
+				ExpiresAt:   now,
+			},
+			stale:  true,
+			cost:   good.cost,
+			goodAt: good.goodAt,
+		}, src: SourceLoaded}
+	}
+	return flightResult[V]{e: &entry[V]{
+		value: r.Value,
+		info: Info{
+			Outcome:     r.Outcome,
+			LastOutcome: r.Outcome,
+			Failures:    failures,
+			LoadedAt:    now,
+			ExpiresAt:   now,
+		},
+		cost: chargedCost(r.Cost),
+	}, src: SourceLoaded, discarded: true}
+}
+
 // freshness is how long a good result stays fresh.
 func (c *Cache[V]) freshness(r Result[V]) time.Duration {
 	switch {
@@ -581,7 +683,14 @@ func chargedCost(cost int64) int64 { return max(cost, 0) + entryOverhead }
 // only a value that does not grow replaces the one found in ristretto in
 // place; otherwise the key is deleted first (it may also be held there
 // expired, invisible to lookups) and set anew, evicting as needed.
+//
+// Stores are one at a time: a Del and a Set of one key from two
+// goroutines can lose both entries in ristretto's buffer, and two flights
+// may store one key (see Cache.retries). A load, which goes to the
+// network, costs far more than the wait.
 func (c *Cache[V]) store(key string, e, prev *entry[V], prevInMain bool) {
+	c.storeMu.Lock()
+	defer c.storeMu.Unlock()
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()
 	if c.closed.Load() {

@@ -694,11 +694,11 @@ func TestFlightFindsJustStoredEntry(t *testing.T) {
 	defer c.Close()
 	get(t, c, "k", "k#1", SourceLoaded)
 
-	got, err := c.refresh(context.Background(), "k")
+	f, err := c.refresh(context.Background(), "k")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := got.(flightResult[string]); f.src != SourceHit || f.e.value != "k#1" {
+	if f.src != SourceHit || f.e.value != "k#1" {
 		t.Errorf("flight = %+v, want the stored entry, not a load", f)
 	}
 	if n := o.count("k"); n != 1 {

@@ -283,10 +283,10 @@ func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], local
 
 // loadShared loads key, stores the result in memory and puts it in the
 // Store, unless Result.Shared is nil, then calls release to end the claim
-// it loaded under. After a failed Put it releases the claim in the
-// background: the Store may have failed for this process alone, and the
-// others would wait out the claim, but the Get need not wait for one more
-// call to a Store that just failed.
+// it loaded under. A discarded result is neither stored nor put. After a
+// failed Put it releases the claim in the background: the Store may have
+// failed for this process alone, and the others would wait out the claim,
+// but the Get need not wait for one more call to a Store that just failed.
 //
 // The load settles against both the entry this process holds (local) and
 // the Store's (shared, nil if none): the failure count comes from the one
@@ -314,6 +314,10 @@ func (c *Cache[V]) loadShared(ctx context.Context, key string, local *entry[V], 
 	failures, _ := history(c.lastLoaded(local, fromStore))
 	_, storeGood := history(fromStore)
 	good := newestGood(local, storeGood)
+	if r.Discard {
+		release()
+		return c.discarded(failures, good, r, now), nil
+	}
 	e := c.settle(key, failures, good, r, now)
 	c.store(key, e, local, localInMain)
 	f := flightResult[V]{e: e, src: SourceLoaded}

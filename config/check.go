@@ -17,6 +17,7 @@ import (
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/pace"
 	"robotsgate/robots"
+	"robotsgate/robots/fetch"
 	"slices"
 	"strconv"
 	"strings"
@@ -432,6 +433,31 @@ func (c *checker) checkFetch(cfg *Config) {
 	}
 	if c.positive(connectName, cfg.FetchConnectTimeout) && timeoutOK {
 		c.atMost(connectName, cfg.FetchConnectTimeout, cfg.FetchTimeout, name+" ("+c.shown(name)+")", "")
+	}
+	c.checkFetchSlots(cfg)
+}
+
+// maxFetches bounds ROBOTSGATE_MAX_FETCHES: each fetch under way may hold
+// a connection and a parse buffer of up to ROBOTSGATE_PARSE_LIMIT.
+const maxFetches = 65536
+
+// checkFetchSlots checks the fetch slots and their share per client, and
+// works out the share's default.
+func (c *checker) checkFetchSlots(cfg *Config) {
+	const name, perName = "ROBOTSGATE_MAX_FETCHES", "ROBOTSGATE_MAX_FETCHES_PER_CLIENT"
+	if !c.failed(name) && (cfg.MaxFetches < 1 || cfg.MaxFetches > maxFetches) {
+		c.report(name, nil, "%s is out of range; use a number of fetches from 1 to %d", c.shown(name), maxFetches)
+	}
+	maxOK := !c.failed(name)
+	if _, set := c.given(perName); !set && maxOK {
+		cfg.MaxFetchesPerClient = fetch.DefaultMaxPerClient(cfg.MaxFetches)
+	}
+	switch {
+	case c.failed(perName):
+	case cfg.MaxFetchesPerClient < 1:
+		c.report(perName, nil, "%s is out of range; use a number of fetches from 1 to %s", c.shown(perName), name)
+	case maxOK && cfg.MaxFetchesPerClient > cfg.MaxFetches:
+		c.report(perName, nil, "%s is above %s (%d); use a number of fetches from 1 to %d", c.shown(perName), name, cfg.MaxFetches, cfg.MaxFetches)
 	}
 }
 

@@ -100,13 +100,21 @@ type Config struct {
 	AuditLog string `env:"AUDIT_LOG" envDefault:"-" desc:"Where the audit record of every decision goes: - for standard output, or a file path appended to, reopened on SIGHUP"`
 
 	// FetchTimeout bounds one robots.txt fetch from start to end.
-	FetchTimeout time.Duration `env:"FETCH_TIMEOUT" envDefault:"5s" desc:"Overall time limit of one robots.txt fetch, at most 5m"`
+	FetchTimeout time.Duration `env:"FETCH_TIMEOUT" envDefault:"5s" desc:"Overall time limit of one robots.txt fetch, at most 5m; a fetch may first wait as long for a free slot (ROBOTSGATE_MAX_FETCHES)"`
 
 	// FetchConnectTimeout bounds connecting to an origin for a robots.txt
 	// fetch. When the variable is unset and FetchTimeout is shorter than the
 	// default, it is FetchTimeout, so lowering one setting never forces
 	// setting another.
 	FetchConnectTimeout time.Duration `env:"FETCH_CONNECT_TIMEOUT" envDefault:"3s" desc:"Time limit for connecting when fetching a robots.txt; at most ROBOTSGATE_FETCH_TIMEOUT, which also caps the default"`
+
+	// MaxFetches bounds the robots.txt fetches under way at once.
+	MaxFetches int `env:"MAX_FETCHES" envDefault:"256" desc:"Most robots.txt fetches under way at once, all clients together, from 1 to 65536; a fetch waits for a free slot at most ROBOTSGATE_FETCH_TIMEOUT, then its request gets 503 unless a good copy is cached"`
+
+	// MaxFetchesPerClient bounds the robots.txt fetches one client (its
+	// credential, else its IP address) has under way at once. When the
+	// variable is unset it is a quarter of MaxFetches (at least 1).
+	MaxFetchesPerClient int `env:"MAX_FETCHES_PER_CLIENT" envDefault:"64" desc:"Most robots.txt fetches under way at once for one client (its credential, else its IP address), from 1 to ROBOTSGATE_MAX_FETCHES; unset, a quarter of ROBOTSGATE_MAX_FETCHES. A slot that frees goes to the waiting client that holds the fewest"`
 
 	// FetchUserAgent is the User-Agent of robots.txt fetches. Empty means
 	// the built-in robotsgate/<version> (+URL), which FetchOptions fills in

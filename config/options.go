@@ -84,17 +84,18 @@ func (c *Config) FleetOptions(log *slog.Logger) (fleet.Options, error) {
 }
 
 // ClaimTTL is how long one instance of a fleet may hold the fetch of an
-// origin's robots.txt before another takes it over: the whole fetch,
-// plus the Redis round trips around it.
+// origin's robots.txt before another takes it over: the whole fetch and
+// its wait for a free slot, plus the Redis round trips around them.
 func (c *Config) ClaimTTL() time.Duration {
-	return c.FetchTimeout + 2*c.RedisTimeout + time.Second
+	return 2*c.FetchTimeout + 2*c.RedisTimeout + time.Second
 }
 
 // Destinations is the policy of ROBOTSGATE_DENY_DESTINATIONS.
 func (c *Config) Destinations() *destination.Policy { return destination.New(c.DenyDestinations) }
 
-// FetchOptions are the robots.txt fetcher's options. version completes
-// the default User-Agent.
+// FetchOptions are the robots.txt fetcher's options, its fetch slots
+// (ROBOTSGATE_MAX_FETCHES, ROBOTSGATE_MAX_FETCHES_PER_CLIENT) included.
+// version completes the default User-Agent.
 func (c *Config) FetchOptions(version string, roots *x509.CertPool, destinations *destination.Policy, log *slog.Logger) fetch.Options {
 	userAgent := c.FetchUserAgent
 	if userAgent == "" {
@@ -105,6 +106,8 @@ func (c *Config) FetchOptions(version string, roots *x509.CertPool, destinations
 		Timeout:        c.FetchTimeout,
 		ConnectTimeout: c.FetchConnectTimeout,
 		MaxBytes:       int(c.ParseLimit),
+		MaxConcurrent:  c.MaxFetches,
+		MaxPerClient:   c.MaxFetchesPerClient,
 		AuthDisallow:   c.RobotsAuthStatus == RobotsAuthDisallow,
 		RootCAs:        roots,
 		UpstreamProxy:  c.UpstreamProxy,

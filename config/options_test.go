@@ -35,7 +35,7 @@ func TestFetcherReceives(t *testing.T) {
 	got := f.Options()
 	if got.UserAgent != fetch.DefaultUserAgent("1.2.3") || got.Timeout != 7*time.Second ||
 		got.ConnectTimeout != 3*time.Second || got.MaxBytes != 1<<20 || !got.AuthDisallow ||
-		got.RootCAs != roots || got.DialControl != nil || got.MaxConcurrent != fetch.DefaultMaxConcurrent ||
+		got.RootCAs != roots || got.DialControl != nil || got.MaxConcurrent != fetch.DefaultMaxConcurrent || got.MaxPerClient != 64 ||
 		got.KeepIgnored { // the proxy never shows them: cached rules must not hold them
 		t.Errorf("the fetcher works with %+v", got)
 	}
@@ -52,6 +52,18 @@ func TestFetcherReceives(t *testing.T) {
 	if got.Timeout != 2*time.Second || got.ConnectTimeout != 2*time.Second || got.UserAgent != "acme-robots/1.0" ||
 		got.DialControl == nil { // the default policy denies link-local addresses
 		t.Errorf("with a 2s fetch timeout the fetcher works with %+v", got)
+	}
+
+	// The fetch slots and each client's share.
+	cfg, err = LoadFrom(map[string]string{
+		"ROBOTSGATE_MAX_FETCHES": "8", "ROBOTSGATE_MAX_FETCHES_PER_CLIENT": "3", "ROBOTSGATE_MITM": "false",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = fetch.New(cfg.FetchOptions("1.2.3", roots, cfg.Destinations(), nil)).Options()
+	if got.MaxConcurrent != 8 || got.MaxPerClient != 3 {
+		t.Errorf("with 8 fetch slots, 3 per client, the fetcher works with %d, %d per client", got.MaxConcurrent, got.MaxPerClient)
 	}
 }
 

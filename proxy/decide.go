@@ -36,6 +36,8 @@ type decision struct {
 	delay     pace.Delay
 	admission pace.Admission
 	done      bool
+	// fetchCtx is the context robots.txt is looked up on (fetchContext).
+	fetchCtx fetch.ClientContext
 }
 
 func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {
@@ -110,9 +112,12 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 	} else {
 		var info cache.Info
 		var err error
-		result, info, err = s.opts.Rules.Get(r.Context(), t.origin)
+		result, info, err = s.opts.Rules.Get(d.fetchContext(r), t.origin)
 		if err != nil {
 			return d, d.failPage(http.StatusGatewayTimeout, "the client went away before robots.txt was fetched", err)
+		}
+		if p := d.noFetchSlot(result); p != nil {
+			return d, p
 		}
 		d.noteRobots(result, info)
 		if denied := deniedDestination(result.Err); denied != nil {

@@ -117,9 +117,12 @@ func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 		return d.failPage(http.StatusBadRequest, "the CONNECT target is not a host:port", err)
 	}
 	d.rec.Origin = origin
-	result, info, err := s.opts.Rules.Get(r.Context(), origin)
+	result, info, err := s.opts.Rules.Get(d.fetchContext(r), origin)
 	if err != nil {
 		return d.failPage(http.StatusGatewayTimeout, "the client went away before robots.txt was fetched", err)
+	}
+	if p := d.noFetchSlot(result); p != nil {
+		return p
 	}
 	d.noteRobots(result, info)
 	if denied := deniedDestination(result.Err); denied != nil {

@@ -50,10 +50,6 @@ const (
 	projectURL = "https://github.com/robotsgate/robotsgate#for-site-owners"
 )
 
-// errNoSlot is a fetch that found no room among those under way: this
-// instance's limit, nothing of the origin.
-var errNoSlot = errors.New("no room among the fetches under way")
-
 // Errors a [Result] wraps when redirects decided its outcome.
 var (
 	// ErrTooManyRedirects: robots.txt was not reached within
@@ -106,8 +102,9 @@ type Options struct {
 	// DefaultUserAgent(""); control characters are dropped.
 	UserAgent string
 	// Timeout bounds one fetch from start to end: connecting, every
-	// redirect and reading the body. Zero or less means
-	// DefaultTimeout.
+	// redirect and reading the body. A fetch may first wait as long for a
+	// free slot (see MaxConcurrent), which does not shorten its own time.
+	// Zero or less means DefaultTimeout.
 	Timeout time.Duration
 	// ConnectTimeout bounds each connection and each TLS handshake. Zero
 	// or less means DefaultConnectTimeout.
@@ -145,10 +142,15 @@ type Options struct {
 	// proxy's failure, never the origin's answer: robots.txt is
 	// unreachable.
 	UpstreamProxy *url.URL
-	// MaxConcurrent bounds the fetches under way at once; a fetch that
-	// finds no room within its Timeout ends unreachable. Zero or less means
-	// DefaultMaxConcurrent.
-	MaxConcurrent int
+	// MaxConcurrent bounds the fetches under way at once, and MaxPerClient
+	// those of one client (the Client of a [ClientContext]). A fetch that
+	// finds no free slot waits, at most its Timeout; a slot that frees goes
+	// to the waiting client that holds the fewest, the one waiting longest
+	// among equals. A fetch that got no slot ends unreachable with a
+	// *[SlotError], which [Fetcher.Load] keeps out of every cache. Zero or
+	// less means DefaultMaxConcurrent, and DefaultMaxPerClient; MaxPerClient
+	// is at most MaxConcurrent.
+	MaxConcurrent, MaxPerClient int
 	// Share makes [Fetcher.Load] encode each result for a fleet's shared
 	// store (cache.Result.Shared), which [Fetcher.Decode] reads back: the
 	// body as fetched, parsed again by each instance. Off, nothing is
@@ -164,11 +166,16 @@ type Options struct {
 // naming endless origins cannot make it hold endless connections.
 const DefaultMaxConcurrent = 256
 
+// DefaultMaxPerClient is how many of maxConcurrent fetches one client may
+// have under way unless told otherwise: a quarter (at least 1), so that it
+// takes several clients at their share to fill every slot.
+func DefaultMaxPerClient(maxConcurrent int) int { return max(maxConcurrent/4, 1) }
+
 // Fetcher fetches robots.txt files. It is safe for concurrent use; Close
 // releases its idle connections.
 type Fetcher struct {
 	opts      Options       // as New filled them in
-	slots     chan struct{} // one per fetch under way
+	slots     *slots        // the fetches under way
 	upstream  *egress.Proxy // nil: origins are fetched directly
 	transport *http.Transport
 	dialer    net.Dialer
@@ -199,12 +206,16 @@ func newFetcher(opts Options, resolver egress.Resolver) *Fetcher {
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = DefaultMaxConcurrent
 	}
+	if opts.MaxPerClient <= 0 {
+		opts.MaxPerClient = DefaultMaxPerClient(opts.MaxConcurrent)
+	}
+	opts.MaxPerClient = min(opts.MaxPerClient, opts.MaxConcurrent)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	f := &Fetcher{
 		opts:   opts,
-		slots:  make(chan struct{}, opts.MaxConcurrent),
+		slots:  newSlots(opts.MaxConcurrent, opts.MaxPerClient),
 		parser: robots.Parser{MaxBytes: opts.MaxBytes, KeepIgnored: opts.KeepIgnored},
 	}
 	connect := opts.ConnectTimeout
@@ -305,7 +316,8 @@ type Result struct {
 	// included.
 	Duration time.Duration
 	// Err says why the outcome is not OK: a *StatusError, one of the
-	// redirect errors, or the network error, each with the URL.
+	// redirect errors, or the network error, each with the URL; a
+	// *SlotError when robots.txt was not fetched at all.
 	Err error
 	// FetchedAt is when the fetch ended.
 	FetchedAt time.Time
@@ -331,7 +343,9 @@ func (r *Result) RetainedBytes() int64 {
 // Fetch fetches origin's robots.txt and parses it. origin is an http or
 // https origin (any URL of it will do; see [robots.OriginOf]). Fetch never
 // fails: every way a fetch can go wrong is an outcome, described by Err
-// and Detail. It ends within the Timeout, or sooner when ctx ends.
+// and Detail. It ends within twice the Timeout (a wait for a free slot,
+// then the fetch), or sooner when ctx ends. Its slot is taken from the
+// share of the client ctx names (see [ClientContext]).
 func (f *Fetcher) Fetch(ctx context.Context, origin string) *Result {
 	res, _ := f.fetchBody(ctx, origin)
 	return res
@@ -347,37 +361,42 @@ func (f *Fetcher) fetchBody(ctx context.Context, origin string) (*Result, []byte
 		res.fail(robots.OutcomeUnreachable, "robots.txt: invalid origin", fmt.Errorf("robots.txt fetch: %w", err))
 	} else {
 		res.Origin = canonical
-		ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
-		if f.takeSlot(ctx) {
-			body = f.fetch(ctx, res)
-			<-f.slots
-		} else if err := ctx.Err(); errors.Is(err, context.Canceled) {
-			res.failNetwork(fmt.Errorf("robots.txt fetch of %s: %w", canonical, err))
-		} else {
-			res.fail(robots.OutcomeUnreachable, "robots.txt unreachable: too many fetches under way",
-				fmt.Errorf("robots.txt fetch of %s: %w (%d): %w", canonical, errNoSlot, cap(f.slots), err))
-		}
-		cancel()
+		body = f.fetchInSlot(ctx, res)
 	}
 	res.FetchedAt = time.Now()
 	res.Duration = res.FetchedAt.Sub(start)
 	return res, body
 }
 
-// takeSlot waits for room among the fetches under way until ctx ends; a
-// free slot is taken even when ctx has ended, so the fetch reports why.
-func (f *Fetcher) takeSlot(ctx context.Context) bool {
-	select {
-	case f.slots <- struct{}{}:
-		return true
-	default:
+// fetchInSlot fetches res.Origin once its client has a slot, and returns
+// the body parsed (see fetch). A fetch that gets none within the Timeout
+// fails with a *SlotError, or as cancelled when ctx ended first.
+func (f *Fetcher) fetchInSlot(ctx context.Context, res *Result) []byte {
+	client := clientOf(ctx)
+	start := time.Now()
+	var queued func(held, waiting int)
+	if log := f.opts.Logger; log.Enabled(ctx, slog.LevelDebug) {
+		queued = func(held, waiting int) {
+			log.DebugContext(ctx, "robots.txt fetch waits for a slot", "origin", res.Origin, "client", client,
+				"client_fetches", held, "waiting", waiting)
+		}
 	}
-	select {
-	case f.slots <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
+	held, ok := f.slots.take(ctx, client, f.opts.Timeout, queued)
+	if !ok {
+		if err := ctx.Err(); errors.Is(err, context.Canceled) {
+			res.failNetwork(fmt.Errorf("robots.txt fetch of %s: %w", res.Origin, err))
+		} else {
+			res.fail(robots.OutcomeUnreachable, "robots.txt not fetched: no free fetch slot", &SlotError{
+				Origin: res.Origin, Held: held, PerClient: f.opts.MaxPerClient, MaxConcurrent: f.opts.MaxConcurrent,
+				Waited: time.Since(start), Timeout: f.opts.Timeout,
+			})
+		}
+		return nil
 	}
+	defer f.slots.put(client)
+	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
+	defer cancel()
+	return f.fetch(ctx, res)
 }
 
 func (r *Result) fail(outcome robots.Outcome, detail string, err error) {

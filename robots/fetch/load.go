@@ -15,13 +15,17 @@ import (
 // [cache.LoadFunc]): an unreachable robots.txt is a transient failure (a
 // good copy fetched before keeps being obeyed, and the fetch is retried
 // soon); any other outcome is kept for as long as the origin's
-// Cache-Control or Expires asks, within the cache's bounds. Each fetch is
-// logged at debug level. With [Options.Share] the result is also encoded
-// for a fleet's shared store (see [Fetcher.Decode]).
+// Cache-Control or Expires asks, within the cache's bounds. A fetch never
+// made, for want of a free slot (a *[SlotError]), or cut short because ctx
+// was cancelled, says nothing of the origin: it is discarded
+// (cache.Result.Discard), kept nowhere and counted under the outcome
+// "no_slot" or "cancelled". Each fetch is logged at debug level.
+// With [Options.Share] the result is also encoded for a fleet's shared
+// store (see [Fetcher.Decode]).
 func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result] {
 	res, body := f.fetchBody(ctx, origin)
 	if log := f.opts.Logger; log.Enabled(ctx, slog.LevelDebug) {
-		log.DebugContext(ctx, "fetched robots.txt", "origin", origin, "outcome", res.Outcome.String(),
+		log.DebugContext(ctx, "fetched robots.txt", "origin", origin, "client", clientOf(ctx), "outcome", res.Outcome.String(),
 			"status", res.Status, "bytes", res.Bytes, "truncated", res.Truncated,
 			"ignored", res.Robots.IgnoredCount(), "redirects", res.Redirects,
 			"duration", res.Duration.String(), "err", res.Err)
@@ -29,9 +33,13 @@ func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result]
 	r := cache.Result[*Result]{
 		Value:   res,
 		Cost:    res.RetainedBytes(),
-		Failed:  res.Outcome == robots.OutcomeUnreachable,
 		Outcome: res.Outcome.String(),
 	}
+	if notMade, ok := notFetched(res.Err); ok {
+		r.Discard, r.Outcome = true, notMade
+		return r
+	}
+	r.Failed = res.Outcome == robots.OutcomeUnreachable
 	if ttl, ok := res.Freshness.TTL(); ok {
 		r.MaxAge, r.NoStore = ttl, ttl <= 0
 	}
@@ -39,6 +47,21 @@ func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result]
 		r.Shared = f.share(ctx, origin, res, body)
 	}
 	return r
+}
+
+// notFetched returns the outcome label of a fetch that was never made or
+// was cancelled (see Load), or false.
+func notFetched(err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	if _, ok := errors.AsType[*SlotError](err); ok {
+		return "no_slot", true
+	}
+	if errors.Is(err, context.Canceled) {
+		return "cancelled", true
+	}
+	return "", false
 }
 
 // share encodes res, loaded for the key origin, for a shared store, or
@@ -60,10 +83,10 @@ func (f *Fetcher) share(ctx context.Context, origin string, res *Result, body []
 
 // localCause reports a fetch that failed for a reason of this instance's,
 // which says nothing of the origin: its destination policy refused the
-// connection (another instance may have another policy), its upstream
+// connection (another instance may have another policy), or its upstream
 // proxy failed or it could not check a name before handing it to that
-// proxy, it had no free fetch slot, or the fetch was cancelled.
+// proxy. (A fetch never made, see notFetched, is not even kept.)
 func localCause(err error) bool {
 	_, upstreamFailed := errors.AsType[*egress.Error](err)
-	return upstreamFailed || errors.Is(err, fs.ErrPermission) || errors.Is(err, errNoSlot) || errors.Is(err, context.Canceled)
+	return upstreamFailed || errors.Is(err, fs.ErrPermission)
 }

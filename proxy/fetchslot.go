@@ -1,0 +1,57 @@
+package proxy
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"robotsgate/robots/fetch"
+)
+
+// fetchContext is the context the rules of r's origin are looked up on: r's,
+// naming the client whose share of the robots.txt fetch slots a fetch for
+// it takes (see fetch.ClientContext). It lives in d, which every request
+// allocates anyway, so that a request whose robots.txt is cached pays for
+// no context of its own.
+func (d *decision) fetchContext(r *http.Request) *fetch.ClientContext {
+	d.fetchCtx = fetch.ClientContext{Context: r.Context(), Client: d.fetchClient()}
+	return &d.fetchCtx
+}
+
+// fetchClient is the client a request's robots.txt fetch is for: its
+// credential's name once identified, else its IP address. The address
+// keeps the ':' that ends it, which no credential name holds, so that no
+// name can pass for an address (and a substring costs nothing).
+func (d *decision) fetchClient() string {
+	if d.rec.Credential != "" {
+		return d.rec.Credential
+	}
+	if i := strings.LastIndexByte(d.rec.Client, ':'); i >= 0 {
+		return d.rec.Client[:i+1]
+	}
+	return d.rec.Client
+}
+
+// noFetchSlot answers a request whose robots.txt was not fetched for want
+// of a free fetch slot: robotsgate's own limit, not the origin's answer,
+// so 503 with Retry-After, never a verdict. It returns nil for any other
+// result.
+func (d *decision) noFetchSlot(result *fetch.Result) *page {
+	if result.Err == nil {
+		return nil // the usual case, without the cost of errors.As
+	}
+	slotErr, ok := errors.AsType[*fetch.SlotError](result.Err)
+	if !ok {
+		return nil
+	}
+	why := "robotsgate has no free robots.txt fetch slot for this client: all of them are in use (ROBOTSGATE_MAX_FETCHES)"
+	if slotErr.Held >= slotErr.PerClient {
+		why = "robotsgate has no free robots.txt fetch slot for this client: its robots.txt fetches under way fill its share (ROBOTSGATE_MAX_FETCHES_PER_CLIENT)"
+	}
+	p := d.failPage(http.StatusServiceUnavailable, why, result.Err)
+	// Every slot held now is free again within a fetch's time limit.
+	p.header.Set("Retry-After", strconv.Itoa(max(int((slotErr.Timeout+time.Second-1)/time.Second), 1)))
+	return p
+}

@@ -1,0 +1,79 @@
+package proxy
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"robotsgate/proxy/identity"
+	"robotsgate/robots"
+	"robotsgate/robots/fetch"
+)
+
+// TestFetchClient: a request's robots.txt fetch is charged to its
+// credential when it has one, else to its address; no credential name can
+// pass for an address, as names hold no ':'.
+func TestFetchClient(t *testing.T) {
+	p := newTestServer(t, proxyConfig{})
+	for _, c := range []struct {
+		remote string
+		cred   *identity.Credential
+		want   string
+	}{
+		{"127.0.0.2:40000", nil, "127.0.0.2:"},
+		{"127.0.0.2:40001", nil, "127.0.0.2:"},
+		{"[2001:db8::1]:443", nil, "[2001:db8::1]:"},
+		{"127.0.0.2:40000", &identity.Credential{Name: "crawler-a"}, "crawler-a"},
+		{"127.0.0.3:40000", &identity.Credential{Name: "crawler-a"}, "crawler-a"},
+		{"127.0.0.2", &identity.Credential{Name: "127.0.0.2"}, "127.0.0.2"},
+	} {
+		r := httptest.NewRequest("GET", "http://example.com/", nil)
+		r.RemoteAddr = c.remote
+		d := p.srv.newDecision(r, nil)
+		d.identify(c.cred)
+		ctx := d.fetchContext(r)
+		if ctx.Client != c.want || ctx.Context != r.Context() {
+			t.Errorf("%s with %v: fetches as %q, want %q", c.remote, c.cred, ctx.Client, c.want)
+		}
+	}
+}
+
+// TestNoFetchSlot: a robots.txt not fetched for want of a slot is answered
+// 503 with Retry-After and recorded as an error naming the setting to
+// raise; any other result is left to the verdict.
+func TestNoFetchSlot(t *testing.T) {
+	p := newTestServer(t, proxyConfig{})
+	r := httptest.NewRequest("GET", "http://example.com/page", nil)
+	for _, c := range []struct {
+		name       string
+		err        error
+		wantReason string
+	}{
+		{"share", &fetch.SlotError{Held: 2, PerClient: 2, MaxConcurrent: 8, Waited: 5 * time.Second, Timeout: 5 * time.Second},
+			"robotsgate has no free robots.txt fetch slot for this client: its robots.txt fetches under way fill its share (ROBOTSGATE_MAX_FETCHES_PER_CLIENT)"},
+		{"all", &fetch.SlotError{Held: 1, PerClient: 2, MaxConcurrent: 8, Waited: 5 * time.Second, Timeout: 5 * time.Second},
+			"robotsgate has no free robots.txt fetch slot for this client: all of them are in use (ROBOTSGATE_MAX_FETCHES)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := p.srv.newDecision(r, nil)
+			page := d.noFetchSlot(&fetch.Result{Answer: robots.Answer{Outcome: robots.OutcomeUnreachable}, Err: c.err})
+			if page == nil {
+				t.Fatal("no answer")
+			}
+			if page.status != http.StatusServiceUnavailable || page.header.Get("Retry-After") != "5" {
+				t.Errorf("answer %d, Retry-After %q; want 503, 5", page.status, page.header.Get("Retry-After"))
+			}
+			if d.rec.Verdict != robots.VerdictError || d.rec.Reason != c.wantReason || d.rec.Status != http.StatusServiceUnavailable || d.rec.Error != c.err.Error() {
+				t.Errorf("record: verdict %q, reason %q, status %d, error %q", d.rec.Verdict, d.rec.Reason, d.rec.Status, d.rec.Error)
+			}
+		})
+	}
+	for _, err := range []error{nil, errors.New("connection refused"), &fetch.StatusError{Code: 503}} {
+		d := p.srv.newDecision(r, nil)
+		if page := d.noFetchSlot(&fetch.Result{Err: err}); page != nil || d.done {
+			t.Errorf("a fetch that ended in %v was answered (%v), its record written (%v)", err, page != nil, d.done)
+		}
+	}
+}
