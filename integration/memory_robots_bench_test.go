@@ -48,7 +48,7 @@ import (
 //
 // b.N is the number of origins, so give it as a count:
 //
-//	go test ./integration -run '^$' -bench RobotsMemory -benchtime 1000x
+//	go test ./integration -run '^$' -bench '^BenchmarkRobotsMemory$' -benchtime 1000x
 func BenchmarkRobotsMemory(b *testing.B) {
 	oracle, short := realRobotsTxt(b), shortRulesRobotsTxt()
 	for _, bc := range []struct {
@@ -83,7 +83,7 @@ func BenchmarkRobotsMemory(b *testing.B) {
 // b.N is the number of stalled origins, at most the proxy's concurrent
 // fetches (256) to measure them all held at once:
 //
-//	go test ./integration -run '^$' -bench StalledRobotsMemory -benchtime 256x
+//	go test ./integration -run '^$' -bench '^BenchmarkStalledRobotsMemory$' -benchtime 256x
 func BenchmarkStalledRobotsMemory(b *testing.B) {
 	b.Run("announced", func(b *testing.B) { benchStalledRobots(b, 1<<10) })
 	b.Run("sent", func(b *testing.B) { benchStalledRobots(b, robotsBytes-1<<10) })
