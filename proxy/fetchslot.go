@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -16,22 +17,35 @@ import (
 // allocates anyway, so that a request whose robots.txt is cached pays for
 // no context of its own.
 func (d *decision) fetchContext(r *http.Request) *fetch.ClientContext {
-	d.fetchCtx = fetch.ClientContext{Context: r.Context(), Client: d.fetchClient()}
+	d.fetchCtx = fetch.ClientContext{Context: r.Context(), Client: d.shareKey()}
 	return &d.fetchCtx
 }
 
-// fetchClient is the client a request's robots.txt fetch is for: its
-// credential's name once identified, else its IP address. The address
-// keeps the ':' that ends it, which no credential name holds, so that no
-// name can pass for an address (and a substring costs nothing).
-func (d *decision) fetchClient() string {
+// shareKey is the client whose share of robotsgate's bounded resources
+// (robots.txt fetch slots, costly decisions) a request takes: its
+// credential's name once identified, else its IP address, an IPv6 client
+// by its /64 (one host's usual allocation: it may use any address in it).
+// The address keeps the ':' that ends it, which no credential name holds,
+// so that no name can pass for an address (and a substring costs nothing).
+func (d *decision) shareKey() string {
 	if d.rec.Credential != "" {
 		return d.rec.Credential
 	}
-	if i := strings.LastIndexByte(d.rec.Client, ':'); i >= 0 {
-		return d.rec.Client[:i+1]
+	client := d.rec.Client
+	if strings.HasPrefix(client, "[") {
+		if ap, err := netip.ParseAddrPort(client); err == nil {
+			addr := ap.Addr().Unmap()
+			if addr.Is4() {
+				return addr.String() + ":"
+			}
+			prefix, _ := addr.Prefix(64) // cannot fail: 64 bits of an IPv6 address
+			return prefix.String() + ":"
+		}
 	}
-	return d.rec.Client
+	if i := strings.LastIndexByte(client, ':'); i >= 0 {
+		return client[:i+1]
+	}
+	return client
 }
 
 // noFetchSlot answers a request whose robots.txt was not fetched for want

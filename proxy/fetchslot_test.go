@@ -13,8 +13,8 @@ import (
 )
 
 // TestFetchClient: a request's robots.txt fetch is charged to its
-// credential when it has one, else to its address; no credential name can
-// pass for an address, as names hold no ':'.
+// credential when it has one, else to its address (an IPv6 one by its
+// /64); no credential name can pass for an address, as names hold no ':'.
 func TestFetchClient(t *testing.T) {
 	p := newTestServer(t, proxyConfig{})
 	for _, c := range []struct {
@@ -24,7 +24,10 @@ func TestFetchClient(t *testing.T) {
 	}{
 		{"127.0.0.2:40000", nil, "127.0.0.2:"},
 		{"127.0.0.2:40001", nil, "127.0.0.2:"},
-		{"[2001:db8::1]:443", nil, "[2001:db8::1]:"},
+		{"[2001:db8::1]:443", nil, "2001:db8::/64:"},
+		{"[2001:db8::ffff:1]:443", nil, "2001:db8::/64:"},
+		{"[2001:db8:0:1::1]:443", nil, "2001:db8:0:1::/64:"},
+		{"[::ffff:127.0.0.2]:443", nil, "127.0.0.2:"},
 		{"127.0.0.2:40000", &identity.Credential{Name: "crawler-a"}, "crawler-a"},
 		{"127.0.0.3:40000", &identity.Credential{Name: "crawler-a"}, "crawler-a"},
 		{"127.0.0.2", &identity.Credential{Name: "127.0.0.2"}, "127.0.0.2"},
