@@ -113,7 +113,11 @@ func (r *Robots) Check(token, pathAndQuery string) Verdict {
 	if path == robotsTxtPath {
 		return Verdict{Allowed: true, Cause: CauseRobotsTxt}
 	}
-	return r.ruleSetFor(token).check(path)
+	rs := r.ruleSetFor(token)
+	if rs == nil {
+		return Verdict{Allowed: true, Cause: CauseNoGroup}
+	}
+	return rs.verdict(rs.firstMatch(path))
 }
 
 // robotsTxtPath is the path Check exempts, normalised.
@@ -163,14 +167,6 @@ func (r *Robots) DisallowsAll(token string) (Verdict, bool) {
 		}
 	}
 	return Verdict{Allowed: false, Cause: CauseRule, Rule: everything, Group: rs.name, GroupLines: rs.agentLines}, true
-}
-
-// check judges a normalised path by the rules alone; rs may be nil.
-func (rs *ruleSet) check(path string) Verdict {
-	if rs == nil {
-		return Verdict{Allowed: true, Cause: CauseNoGroup}
-	}
-	return rs.verdict(rs.firstMatch(path))
 }
 
 // firstMatch returns the index of the first rule, so the longest, that

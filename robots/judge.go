@@ -17,6 +17,7 @@ type Judgement struct {
 	rs       *ruleSet // nil when no group applies
 	path     string   // as sent
 	norm     string   // as sent, normalised
+	query    int      // where the query starts in norm; -1 without one, or without anchored rules
 	readings []Reading
 	cost     int64
 	stop     expansionStop
@@ -31,8 +32,11 @@ func (r *Robots) Prepare(token, pathAndQuery string) Judgement {
 		return j // nothing to match
 	}
 	norm, escaped := normalizeCounting(pathAndQuery)
-	j.norm = norm
-	j.cost = rs.readingCost(len(norm), strings.IndexByte(norm, '?'), 0)
+	j.norm, j.query = norm, -1
+	if len(rs.costs.anchored) > 0 {
+		j.query = strings.IndexByte(norm, '?') // only anchored rules read it
+	}
+	j.cost = rs.readingCost(len(norm), j.query, 0)
 	if j.cost > MaxDecisionCost || !mayReadOtherwise(pathAndQuery) {
 		return j
 	}
@@ -94,8 +98,9 @@ func (j Judgement) Verdict() Verdict {
 		}
 		return rs.refusal(CauseTooCostly, estimate+", over the bound of "+strconv.Itoa(MaxDecisionCost))
 	}
-	v, queryDropped := rs.checkReading(j.norm)
-	if !v.Allowed {
+	decider, queryDropped := rs.checkReading(j.norm, j.query)
+	if rs.disallows(decider) {
+		v := rs.verdict(decider)
 		if queryDropped {
 			v.Reading = &Reading{Path: withoutQuery(j.path), Steps: []Step{StepDropQuery}}
 		}
@@ -105,18 +110,20 @@ func (j Judgement) Verdict() Verdict {
 		return rs.refusal(CauseAmbiguous, "more than "+strconv.Itoa(MaxReadings)+" readings of the path")
 	}
 	for _, reading := range j.readings[min(1, len(j.readings)):] {
-		w, queryDropped := rs.checkReading(normalizePath(reading.Path))
-		if w.Allowed {
+		norm := normalizePath(reading.Path)
+		i, queryDropped := rs.checkReading(norm, strings.IndexByte(norm, '?'))
+		if !rs.disallows(i) {
 			continue
 		}
 		if queryDropped {
 			reading.Path = withoutQuery(reading.Path)
 			reading.Steps = append(reading.Steps[:len(reading.Steps):len(reading.Steps)], StepDropQuery)
 		}
-		w.Reading = &reading
-		return w
+		v := rs.verdict(i)
+		v.Reading = &reading
+		return v
 	}
-	return v
+	return rs.verdict(decider)
 }
 
 // CheckReadings is Check for a proxy in front of origins that rewrite
@@ -140,44 +147,49 @@ func (j Judgement) Verdict() Verdict {
 // spelling) like any URL. A path without anything to read otherwise costs
 // what Check costs.
 func (r *Robots) CheckReadings(token, pathAndQuery string) Verdict {
-	return r.Prepare(token, pathAndQuery).Verdict()
+	j := r.Prepare(token, pathAndQuery)
+	return j.Verdict()
 }
 
 // CheckReadings is [Robots.CheckReadings] when the outcome is OK; when it
 // is not, it exempts nothing either: robots.txt unavailable allows every
 // path, anything else refuses every one, "/robots.txt?x" as any other.
 func (a *Answer) CheckReadings(token, pathAndQuery string) Verdict {
-	return a.Prepare(token, pathAndQuery).Verdict()
+	j := a.Prepare(token, pathAndQuery)
+	return j.Verdict()
 }
 
 // checkReading judges a normalised path by the rules, and, when it has a
-// query, its query-less form beside it: a disallowed path is refused; an
-// allowed one is refused when a rule longer than the one allowing it (if
-// any) matches the query-less form and disallows it. Only a rule anchored
-// with '$' can match the query-less form and not the path, and the rules
-// before the deciding one do not match the path, so only those are tried.
-// queryDropped reports a refusal of the query-less form.
-func (rs *ruleSet) checkReading(path string) (v Verdict, queryDropped bool) {
+// query (from index query, -1 without one), its query-less form beside it:
+// a disallowed path is refused; an allowed one is refused when a rule
+// longer than the one allowing it (if any) matches the query-less form
+// and disallows it. Only a rule anchored with '$' can match the query-less
+// form and not the path, and the rules before the deciding one do not
+// match the path, so only those are tried. It returns the index of the
+// deciding rule (len(rs.rules) for none) and whether it decided on the
+// query-less form.
+func (rs *ruleSet) checkReading(path string, query int) (decider int, queryDropped bool) {
 	i := rs.firstMatch(path)
-	if i < len(rs.rules) && !rs.rules[i].Allow {
-		return rs.verdict(i), false
+	if rs.disallows(i) || query < 0 {
+		return i, false
 	}
-	if q := strings.IndexByte(path, '?'); q >= 0 {
-		bare := path[:q]
-		for _, a := range rs.costs.anchored {
-			if int(a) >= i {
-				break
+	bare := path[:query]
+	for _, a := range rs.costs.anchored {
+		if int(a) >= i {
+			break
+		}
+		if rule := &rs.rules[a]; rule.pattern.match(bare) {
+			if rule.Allow {
+				break // the path's own rule speaks for it
 			}
-			if rule := &rs.rules[a]; rule.pattern.match(bare) {
-				if !rule.Allow {
-					return rs.verdict(int(a)), true
-				}
-				break
-			}
+			return int(a), true
 		}
 	}
-	return rs.verdict(i), false
+	return i, false
 }
+
+// disallows reports whether the rule at index i, if any, disallows.
+func (rs *ruleSet) disallows(i int) bool { return i < len(rs.rules) && !rs.rules[i].Allow }
 
 // refusal refuses a path for cause, without a rule.
 func (rs *ruleSet) refusal(cause Cause, detail string) Verdict {

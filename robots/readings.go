@@ -204,29 +204,39 @@ func seen(readings []Reading, form []byte) bool {
 
 // mayReadOtherwise reports whether some step but StepDropQuery may change
 // the path part of pathAndQuery: a dot segment, "//", ';', '\\' or an
-// escaped '.', '/' or '\\'. Most paths have none, and are judged once. Each
-// is looked for with a vectorised search, so a long path costs little.
+// escaped '.', '/' or '\\'. Most paths have none, and are judged once.
 func mayReadOtherwise(pathAndQuery string) bool {
 	path, _ := splitQuery(pathAndQuery)
-	if strings.IndexByte(path, ';') >= 0 || strings.IndexByte(path, '\\') >= 0 || strings.Contains(path, "//") {
+	if _, dots := dotSegmentAt(path, 0); dots > 0 {
 		return true
 	}
-	for i := strings.IndexByte(path, '%'); i >= 0 && i+2 < len(path); {
-		switch hi, lo := path[i+1], toLowerASCII(path[i+2]); {
-		case hi == '2' && (lo == 'e' || lo == 'f'), hi == '5' && lo == 'c':
+	for i := 0; i < len(path); i++ {
+		// One test passes over the bytes no step acts on.
+		if c := path[i]; c < 64 && stepBytes>>c&1 == 0 || c >= 64 && c != '\\' {
+			continue
+		}
+		switch path[i] {
+		case ';', '\\':
 			return true
+		case '%':
+			if i+2 < len(path) {
+				switch hi, lo := path[i+1], path[i+2]|0x20; {
+				case hi == '2' && (lo == 'e' || lo == 'f'), hi == '5' && lo == 'c':
+					return true
+				}
+			}
+		case '/':
+			if _, dots := dotSegmentAt(path, i+1); dots > 0 || i+1 < len(path) && path[i+1] == '/' {
+				return true
+			}
 		}
-		next := strings.IndexByte(path[i+1:], '%')
-		if next < 0 {
-			break
-		}
-		i += 1 + next
 	}
-	first, _, _ := strings.Cut(path, "/")
-	finder := newDotSegments(path)
-	start, _, _ := finder.next(0)
-	return isDotSegment(first) || start >= 0
+	return false
 }
+
+// stepBytes has a bit set for each byte below 64 that may start what a
+// step acts on: '/', '%' and ';' (and '\\', above 64).
+const stepBytes = 1<<'/' | 1<<'%' | 1<<';'
 
 // isDotSegment reports whether seg is "." or "..", with dots possibly
 // written as %2E.
