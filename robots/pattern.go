@@ -7,15 +7,18 @@ type pattern struct {
 	// expr is the percent-normalised pattern without a final '$', with
 	// runs of '*' collapsed to one.
 	expr string
-	// anchored: the pattern ended with '$', so the path must end where
-	// the pattern does.
-	anchored bool
-	// wildcard: expr contains '*'.
-	wildcard bool
 	// octets is the pattern's length for "longest match wins": the
 	// normalised pattern with every '*' and the '$' counted, as Google
 	// counts it.
-	octets int
+	octets int32
+	// star is the index of the first '*' in expr, when wildcard.
+	star int32
+	// anchored: the pattern ended with '$', so the path must end where
+	// the pattern does.
+	anchored bool
+	// wildcard: expr contains '*'; single: exactly one, the commonest
+	// wildcard pattern ("/*.pdf$", "/*?sort="), matched by one search.
+	wildcard, single bool
 }
 
 // compilePattern normalises a rule value. ok is false when the pattern can
@@ -30,11 +33,14 @@ func compilePattern(value string) (p pattern, ok bool) {
 		value = value[:len(value)-1]
 	}
 	expr, octets := normalize(value, true)
-	p.octets = octets
+	p.octets = int32(octets) // a line is at most MaxLineBytes long
 	if p.anchored {
 		p.octets++
 	}
-	p.wildcard = strings.IndexByte(expr, '*') >= 0
+	if star := strings.IndexByte(expr, '*'); star >= 0 {
+		p.wildcard, p.star = true, int32(star)
+		p.single = strings.LastIndexByte(expr, '*') == star
+	}
 	p.expr = expr
 	return p, true
 }
@@ -61,11 +67,17 @@ func (p *pattern) match(path string) bool {
 		}
 		return strings.HasPrefix(path, expr)
 	}
-	star := strings.IndexByte(expr, '*')
+	star := int(p.star)
 	if !strings.HasPrefix(path, expr[:star]) {
 		return false
 	}
 	path, expr = path[star:], expr[star+1:]
+	if p.single {
+		if p.anchored {
+			return strings.HasSuffix(path, expr)
+		}
+		return strings.Contains(path, expr)
+	}
 	for {
 		star = strings.IndexByte(expr, '*')
 		if star < 0 {
