@@ -76,14 +76,15 @@ type Answer struct {
 
 // Check decides whether the crawler with the product token may fetch
 // pathAndQuery: by the rules when the outcome is OK; anything when
-// robots.txt is unavailable; nothing but /robots.txt otherwise. Like
+// robots.txt is unavailable; nothing but /robots.txt (without a query)
+// otherwise. Like
 // [Robots.Check] it does not allocate unless the path needs
 // percent-normalising.
 func (a *Answer) Check(token, pathAndQuery string) Verdict {
 	if a != nil && a.Outcome == OutcomeOK {
 		return a.Robots.Check(token, pathAndQuery)
 	}
-	if isRobotsTxt(normalizePath(pathAndQuery)) {
+	if normalizePath(pathAndQuery) == robotsTxtPath {
 		return Verdict{Allowed: true, Cause: CauseRobotsTxt}
 	}
 	if a == nil {
@@ -102,16 +103,6 @@ func (a *Answer) Pace(token string) (Pace, bool) {
 		return Pace{}, false
 	}
 	return a.Robots.Pace(token)
-}
-
-// CheckReadings is Check over every reading of the path (see
-// [Robots.CheckReadings]).
-func (a *Answer) CheckReadings(token, pathAndQuery string) Verdict {
-	v := a.Check(token, pathAndQuery)
-	if !v.Allowed || !mayReadOtherwise(pathAndQuery) {
-		return v
-	}
-	return judgeReadings(v, pathAndQuery, func(p string) Verdict { return a.Check(token, p) })
 }
 
 // RetainedBytes estimates the memory a keeps alive, parsed rules

@@ -3,6 +3,7 @@ package robots
 import (
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -150,5 +151,92 @@ func TestRetainedBytesEstimate(t *testing.T) {
 			t.Errorf("%s: RetainedBytes %d, measured heap %d", name, estimate, measured)
 		}
 		t.Logf("%s: %d bytes of text retain %d bytes (estimate %d)", name, len(files[name]), measured, estimate)
+	}
+}
+
+// rulesRobots is a "*" group of n rules, rule(i) giving the i-th value.
+func rulesRobots(n int, rule func(i int) string) *Robots {
+	var b strings.Builder
+	b.WriteString("User-agent: *\n")
+	for i := 1; i <= n; i++ {
+		b.WriteString("Disallow: ")
+		b.WriteString(rule(i))
+		b.WriteByte('\n')
+	}
+	return Parser{MaxBytes: 16 << 20}.Parse([]byte(b.String()))
+}
+
+// worstCaseRobots is the issue's attack file: 26,000 wildcard rules
+// "Disallow: /*zqN", each a search of the whole path.
+func worstCaseRobots() *Robots {
+	return rulesRobots(26000, func(i int) string { return "/*zq" + strconv.Itoa(i) })
+}
+
+// worstCasePath is an 8 KiB path with 32 readings whose every byte pair
+// starts a near match of the rules of worstCaseRobots.
+func worstCasePath() string {
+	head := `/a/./b//c;d%2Fe\f/`
+	return head + strings.Repeat("zq", (8<<10-len(head))/2)
+}
+
+// BenchmarkCheckReadingsWorstCase is the issue's attack: 26,000 wildcard
+// rules against an 8 KiB path with 32 readings, refused as too costly.
+func BenchmarkCheckReadingsWorstCase(b *testing.B) {
+	r := worstCaseRobots()
+	path := worstCasePath()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.CheckReadings("bot", path)
+	}
+}
+
+// BenchmarkDecisionCost measures decisions that each stress one term of
+// the cost estimate, most sized to come just under MaxDecisionCost, beside
+// their estimate: ns/unit must stay below 1, the estimate being an upper
+// bound of the nanoseconds a decision takes.
+func BenchmarkDecisionCost(b *testing.B) {
+	for _, bench := range costlyDecisions() {
+		b.Run(bench.name, func(b *testing.B) {
+			j := bench.r.Prepare("bot", bench.path)
+			if v := j.Verdict(); v.Cause == CauseTooCostly || v.Cause == CauseAmbiguous {
+				b.Fatalf("%s: %s", bench.name, v.Reason())
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				bench.r.CheckReadings("bot", bench.path)
+			}
+			b.ReportMetric(float64(j.Cost()), "units/op")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(j.Cost()), "ns/unit")
+		})
+	}
+}
+
+type costlyDecision struct {
+	name string
+	r    *Robots
+	path string
+}
+
+func costlyDecisions() []costlyDecision {
+	a := strings.Repeat("a", 1<<13)
+	abc := strings.Repeat("abcdefgh", 1<<10)
+	x := func(int) string { return "/*x" }
+	return []costlyDecision{
+		// Literal rules sharing 100 bytes with each of 16 readings.
+		{"literal", rulesRobots(40000, func(i int) string { return "/" + a[:100] + strconv.Itoa(i) }), "/" + a[:200] + "/./b//c;d%2Fe/" + a[:1800]},
+		// Short literals searched for along a path of near matches.
+		{"short-needles", rulesRobots(574, func(i int) string { return "/*abcdef" + strconv.Itoa(i%10) }), "/" + abc[:8191]},
+		// Literals over 64 bytes, searched for by Rabin-Karp.
+		{"long-needles", rulesRobots(574, func(i int) string { return "/*" + a[:100] + strconv.Itoa(i) }), "/" + a[:8191]},
+		// Patterns of a thousand stars.
+		{"stars", rulesRobots(580, func(i int) string { return "/" + strings.Repeat("*a", 1000) + strconv.Itoa(i) }), "/" + a[:2047]},
+		// Anchored rules tried on the query-less form.
+		{"query", rulesRobots(40000, func(i int) string { return "/*" + a[:10] + strconv.Itoa(i) + "$" }), "/" + a[:4095] + "?q"},
+		// One rule; 64 readings of 8 KiB, listed and normalised.
+		{"readings", rulesRobots(1, x), `/%2F%2e%5C/./..;\.a/` + abc[:8150]},
+		// One rule; 8 KiB of raw UTF-8, escaped in each of 16 readings.
+		{"escapes", rulesRobots(1, x), "/a/./b//c;d%2Fe" + strings.Repeat("/\xE3\x83\x84", 2037)},
+		// One rule; 8 KiB of dot segments in 24 readings.
+		{"dot-segments", rulesRobots(1, x), "/a/./b//c;d%2Fe" + strings.Repeat("/a/..", 1630)},
 	}
 }

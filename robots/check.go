@@ -37,7 +37,8 @@ const (
 	CauseNoMatchingRule
 	// CauseNoGroup: no group names the token and there is no "*" group.
 	CauseNoGroup
-	// CauseRobotsTxt: /robots.txt itself is always allowed.
+	// CauseRobotsTxt: [Robots.Check] always allows /robots.txt itself,
+	// without a query (RFC 9309 §2.2.2).
 	CauseRobotsTxt
 	// CauseUnavailable: the robots.txt fetch answered 4xx (RFC 9309
 	// §2.3.1.3): no restrictions.
@@ -49,6 +50,10 @@ const (
 	// CauseAmbiguous: the path has more readings than MaxReadings; it is
 	// refused rather than judged in part.
 	CauseAmbiguous
+	// CauseTooCostly: judging the path would cost more than
+	// MaxDecisionCost (see [Judgement]); it is refused without being
+	// judged. Detail names the estimate and the bound.
+	CauseTooCostly
 )
 
 func (c Cause) String() string {
@@ -67,6 +72,8 @@ func (c Cause) String() string {
 		return "complete disallow"
 	case CauseAmbiguous:
 		return "refused as ambiguous"
+	case CauseTooCostly:
+		return "refused as too costly to judge"
 	}
 	return "cause " + strconv.Itoa(int(c))
 }
@@ -95,30 +102,32 @@ func (v Verdict) Reason() string {
 // applies, merged. Without one, every "*" group applies; without those,
 // nothing is disallowed. Within the chosen groups the rule with the
 // longest pattern wins, allow over disallow on a tie; without a matching
-// rule the path is allowed. "/robots.txt" is always allowed.
+// rule the path is allowed. "/robots.txt" itself, without a query, is
+// always allowed (RFC 9309 §2.2.2).
 //
-// Check does not allocate unless the path needs percent-normalising.
+// Check judges the path as sent, however long the work: a proxy calls
+// [Robots.CheckReadings], which judges every reading within a bound. It
+// does not allocate unless the path needs percent-normalising.
 func (r *Robots) Check(token, pathAndQuery string) Verdict {
 	path := normalizePath(pathAndQuery)
-	if isRobotsTxt(path) {
+	if path == robotsTxtPath {
 		return Verdict{Allowed: true, Cause: CauseRobotsTxt}
 	}
 	rs := r.ruleSetFor(token)
 	if rs == nil {
 		return Verdict{Allowed: true, Cause: CauseNoGroup}
 	}
-	for i := range rs.rules {
-		rule := &rs.rules[i]
-		if rule.pattern.match(path) {
-			return Verdict{Allowed: rule.Allow, Cause: CauseRule, Rule: rule, Group: rs.name, GroupLines: rs.agentLines}
-		}
-	}
-	return Verdict{Allowed: true, Cause: CauseNoMatchingRule, Group: rs.name, GroupLines: rs.agentLines}
+	return rs.verdict(rs.firstMatch(path))
 }
 
-// IsRobotsTxt reports whether pathAndQuery names /robots.txt itself, which
-// every crawler may fetch (RFC 9309 §2.2.2).
-func IsRobotsTxt(pathAndQuery string) bool { return isRobotsTxt(normalizePath(pathAndQuery)) }
+// robotsTxtPath is the path Check exempts, normalised.
+const robotsTxtPath = "/robots.txt"
+
+// IsRobotsTxt reports whether pathAndQuery is the path Check always
+// allows: "/robots.txt" once percent-normalised ("/%72obots.txt" too), with
+// no query. A proxy exempts less: GET and HEAD of exactly "/robots.txt"
+// (see [Robots.CheckReadings]).
+func IsRobotsTxt(pathAndQuery string) bool { return normalizePath(pathAndQuery) == robotsTxtPath }
 
 // DisallowsAll reports whether token may fetch nothing on the site but
 // /robots.txt: the groups that apply have a rule disallowing every path
@@ -152,7 +161,7 @@ func (r *Robots) DisallowsAll(token string) (Verdict, bool) {
 			if !strings.HasPrefix(path, "/") {
 				path = "/" + path
 			}
-			if !isRobotsTxt(normalizePath(path)) && r.Check(token, path).Allowed {
+			if normalizePath(path) != robotsTxtPath && r.Check(token, path).Allowed {
 				return Verdict{}, false
 			}
 		}
@@ -160,9 +169,25 @@ func (r *Robots) DisallowsAll(token string) (Verdict, bool) {
 	return Verdict{Allowed: false, Cause: CauseRule, Rule: everything, Group: rs.name, GroupLines: rs.agentLines}, true
 }
 
-func isRobotsTxt(path string) bool {
-	rest, ok := strings.CutPrefix(path, "/robots.txt")
-	return ok && (rest == "" || rest[0] == '?')
+// firstMatch returns the index of the first rule, so the longest, that
+// matches a normalised path, or len(rs.rules).
+func (rs *ruleSet) firstMatch(path string) int {
+	for i := range rs.rules {
+		if rs.rules[i].pattern.match(path) {
+			return i
+		}
+	}
+	return len(rs.rules)
+}
+
+// verdict is the verdict of the rule at index i, or of no matching rule
+// when i is len(rs.rules).
+func (rs *ruleSet) verdict(i int) Verdict {
+	if i == len(rs.rules) {
+		return Verdict{Allowed: true, Cause: CauseNoMatchingRule, Group: rs.name, GroupLines: rs.agentLines}
+	}
+	rule := &rs.rules[i]
+	return Verdict{Allowed: rule.Allow, Cause: CauseRule, Rule: rule, Group: rs.name, GroupLines: rs.agentLines}
 }
 
 // ruleSetFor finds the merged groups for token, falling back to "*".

@@ -341,17 +341,24 @@ func (b *builder) finish() *Robots {
 	keys := make([]string, 0, len(b.names))
 	// Names that share exactly the same groups share one rule slice: a
 	// block list of 170 user-agent lines over one group has one.
-	shared := make(map[string][]Rule)
+	type list struct {
+		rules []Rule
+		costs ruleCosts
+	}
+	shared := make(map[string]list)
 	var unique [][]Rule
+	var anchored int64 // bytes of the indices kept in ruleCosts
 	for _, ng := range b.names {
 		id := groupsID(ng.groups)
-		rules, ok := shared[id]
+		l, ok := shared[id]
 		if !ok {
-			rules = mergeGroups(ng.groups)
-			shared[id] = rules
-			unique = append(unique, rules)
+			l.rules = mergeGroups(ng.groups)
+			l.costs = costsOf(l.rules)
+			shared[id] = l
+			unique = append(unique, l.rules)
+			anchored += allocSize(4 * cap(l.costs.anchored))
 		}
-		rs := &ruleSet{name: ng.name, agentLines: slices.Clip(ng.lines), rules: rules, pace: ng.pace}
+		rs := &ruleSet{name: ng.name, agentLines: slices.Clip(ng.lines), rules: l.rules, costs: l.costs, pace: ng.pace}
 		named = append(named, rs)
 		keys = append(keys, ng.key)
 	}
@@ -407,7 +414,7 @@ func (b *builder) finish() *Robots {
 	}
 	r.sitemaps = slices.Clip(r.sitemaps)
 	r.ignored = slices.Clip(r.ignored)
-	r.retained = retainedSize(r, unique, text)
+	r.retained = retainedSize(r, unique, text) + anchored
 	return r
 }
 

@@ -7,15 +7,18 @@ type pattern struct {
 	// expr is the percent-normalised pattern without a final '$', with
 	// runs of '*' collapsed to one.
 	expr string
-	// anchored: the pattern ended with '$', so the path must end where
-	// the pattern does.
-	anchored bool
-	// wildcard: expr contains '*'.
-	wildcard bool
 	// octets is the pattern's length for "longest match wins": the
 	// normalised pattern with every '*' and the '$' counted, as Google
 	// counts it.
-	octets int
+	octets int32
+	// star is the index of the first '*' in expr, when wildcard.
+	star int32
+	// anchored: the pattern ended with '$', so the path must end where
+	// the pattern does.
+	anchored bool
+	// wildcard: expr contains '*'; single: exactly one, the commonest
+	// wildcard pattern ("/*.pdf$", "/*?sort="), matched by one search.
+	wildcard, single bool
 }
 
 // compilePattern normalises a rule value. ok is false when the pattern can
@@ -30,11 +33,14 @@ func compilePattern(value string) (p pattern, ok bool) {
 		value = value[:len(value)-1]
 	}
 	expr, octets := normalize(value, true)
-	p.octets = octets
+	p.octets = int32(octets) // a line is at most MaxLineBytes long
 	if p.anchored {
 		p.octets++
 	}
-	p.wildcard = strings.IndexByte(expr, '*') >= 0
+	if star := strings.IndexByte(expr, '*'); star >= 0 {
+		p.wildcard, p.star = true, int32(star)
+		p.single = strings.LastIndexByte(expr, '*') == star
+	}
 	p.expr = expr
 	return p, true
 }
@@ -61,11 +67,17 @@ func (p *pattern) match(path string) bool {
 		}
 		return strings.HasPrefix(path, expr)
 	}
-	star := strings.IndexByte(expr, '*')
+	star := int(p.star)
 	if !strings.HasPrefix(path, expr[:star]) {
 		return false
 	}
 	path, expr = path[star:], expr[star+1:]
+	if p.single {
+		if p.anchored {
+			return strings.HasSuffix(path, expr)
+		}
+		return strings.Contains(path, expr)
+	}
 	for {
 		star = strings.IndexByte(expr, '*')
 		if star < 0 {
@@ -85,11 +97,18 @@ func (p *pattern) match(path string) bool {
 // normalizePath brings a URL's path and query to the form patterns are
 // compared in. It allocates only when the path changes.
 func normalizePath(path string) string {
-	if path == "" {
-		return "/"
-	}
-	s, _ := normalize(path, false)
+	s, _ := normalizeCounting(path)
 	return s
+}
+
+// normalizeCounting is normalizePath, and how many bytes it escaped: the
+// normalised form is at most twice that longer than path.
+func normalizeCounting(path string) (out string, escaped int) {
+	if path == "" {
+		return "/", 0
+	}
+	out, _, escaped = normalizeInto(path, false)
+	return out, escaped
 }
 
 // normalize applies RFC 9309 §2.2.2 to a pattern or a path so both compare
@@ -107,42 +126,64 @@ func normalizePath(path string) string {
 // In patterns runs of '*' collapse to one. octets counts the output with
 // every '*' kept, the length used to rank rules.
 func normalize(s string, isPattern bool) (out string, octets int) {
+	out, octets, _ = normalizeInto(s, isPattern)
+	return out, octets
+}
+
+// normalizeInto is normalize, and the number of bytes it escaped. Runs of
+// bytes that stay as they are are copied whole.
+func normalizeInto(s string, isPattern bool) (out string, octets, escaped int) {
 	first := firstChange(s, isPattern)
 	if first < 0 {
-		return s, len(s)
+		return s, len(s), 0
 	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	b.WriteString(s[:first])
+	b := make([]byte, 0, len(s)+8)
+	b = append(b, s[:first]...)
 	octets = first
-	for i := first; i < len(s); i++ {
-		c := s[i]
-		switch {
+	for i := first; i < len(s); {
+		run := i
+		for run < len(s) && isPlain(s[run]) {
+			run++
+		}
+		b = append(b, s[i:run]...)
+		octets += run - i
+		if i = run; i == len(s) {
+			break
+		}
+		switch c := s[i]; {
 		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
 			v := unhex(s[i+1])<<4 | unhex(s[i+2])
-			i += 2
+			i += 3
 			if isUnreserved(v) {
-				b.WriteByte(v)
+				b = append(b, v)
 				octets++
 				continue
 			}
-			writeEscape(&b, v)
+			b = appendEscape(b, v)
 			octets += 3
+		case c == '%':
+			b = append(b, c)
+			octets++
+			i++
 		case c == '*' && isPattern:
 			octets++
-			if i > 0 && s[i-1] == '*' {
-				continue
+			if i == 0 || s[i-1] != '*' {
+				b = append(b, '*')
 			}
-			b.WriteByte('*')
-		case needsEscape(c) || c == '*' || c == '$':
-			writeEscape(&b, c)
+			i++
+		default: // controls, space, non-ASCII, and '*' and '$' in a path
+			b = appendEscape(b, c)
 			octets += 3
-		default:
-			b.WriteByte(c)
-			octets++
+			escaped++
+			i++
 		}
 	}
-	return b.String(), octets
+	return string(b), octets, escaped
+}
+
+// isPlain reports whether normalize keeps c as it is, wherever it is.
+func isPlain(c byte) bool {
+	return ' ' < c && c < 0x7F && c != '%' && c != '*' && c != '$'
 }
 
 // maybeChanged has a bit set for each byte below 64 that normalize may
@@ -198,9 +239,7 @@ func unhex(c byte) byte {
 	return c - '0'
 }
 
-func writeEscape(b *strings.Builder, c byte) {
+func appendEscape(b []byte, c byte) []byte {
 	const hex = "0123456789ABCDEF"
-	b.WriteByte('%')
-	b.WriteByte(hex[c>>4])
-	b.WriteByte(hex[c&0xF])
+	return append(b, '%', hex[c>>4], hex[c&0xF])
 }

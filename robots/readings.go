@@ -1,24 +1,26 @@
 package robots
 
 import (
-	"strconv"
+	"bytes"
 	"strings"
 )
 
 // An origin does not always serve the path it was asked for byte for byte:
 // web servers and frameworks remove dot segments, merge slashes, decode
 // %2F, treat a backslash as a slash or drop ";params" before they look a
-// path up. A gate that judges only the raw bytes lets "/x/../private/"
-// through a "Disallow: /private/". [Robots.CheckReadings] judges every
-// reading an origin may apply, in any combination and order, and allows a
-// request only when all of them are allowed.
+// path up, and a static file server ignores the query. A gate that judges
+// only the raw bytes lets "/x/../private/" through a "Disallow: /private/"
+// and "/doc.pdf?x=1" through a "Disallow: /*.pdf$". [Robots.CheckReadings]
+// judges every reading an origin may apply, in any combination and order,
+// and allows a request only when all of them are allowed.
 
 // Step is one way an origin may rewrite a path before serving it.
 type Step uint8
 
 const (
 	// StepDotSegments removes "." and ".." segments as RFC 3986 §5.2.4
-	// does; "%2E" counts as a dot.
+	// does; "%2E" counts as a dot. A final dot segment leaves a trailing
+	// slash: "/a/b/.." is "/a/".
 	StepDotSegments Step = iota
 	// StepMergeSlashes reads "//" as "/" (nginx merge_slashes, Apache
 	// MergeSlashes).
@@ -32,9 +34,25 @@ const (
 	// StepDropParams drops ";params" from every segment (servlet
 	// containers: "/private;jsessionid=1/x" is "/private/x").
 	StepDropParams
+	// StepCleanDots removes dot segments as Go's path.Clean and Python's
+	// posixpath.normpath do, the file servers built on them (Python's
+	// http.server, Go's http.FileServer) opening the result: like
+	// StepDotSegments, but a final dot segment leaves no trailing slash,
+	// so "/doc.pdf/." is "/doc.pdf" and "/a/b/.." is "/a".
+	StepCleanDots
+	// StepDropQuery drops the query, "?" included, even an empty one: a
+	// static file server sends /doc.pdf for "/doc.pdf?x=1". It is not a
+	// reading of its own in [Readings]: [Robots.CheckReadings] judges the
+	// query-less form of each reading beside it, the longest rule that
+	// matches either deciding (see there).
+	StepDropQuery
 
 	numSteps
 )
+
+// pathSteps are the steps [Readings] combines: every one but
+// StepDropQuery.
+const pathSteps = StepDropQuery
 
 // String names the step for people: "dot segments removed", ...
 func (s Step) String() string {
@@ -49,34 +67,52 @@ func (s Step) String() string {
 		return `\ read as /`
 	case StepDropParams:
 		return ";params dropped"
+	case StepCleanDots:
+		return "dot segments removed, no trailing /"
+	case StepDropQuery:
+		return "query dropped"
 	}
 	return "step"
 }
 
-// Apply rewrites the path part of pathAndQuery (the query is kept as is)
-// the way the step says. It returns pathAndQuery itself when nothing
-// changes.
+// Apply rewrites pathAndQuery the way the step says: the path part, the
+// query kept as it is, or, for StepDropQuery, the query. It returns
+// pathAndQuery itself when nothing changes.
 func (s Step) Apply(pathAndQuery string) string {
+	out, changed := s.appendTo(nil, pathAndQuery)
+	if !changed {
+		return pathAndQuery
+	}
+	return string(out)
+}
+
+// appendTo appends what the step makes of pathAndQuery to dst, and reports
+// whether it changed anything; when not, dst is returned as it was. Runs
+// of bytes the step keeps are found with vectorised searches and copied
+// whole.
+func (s Step) appendTo(dst []byte, pathAndQuery string) ([]byte, bool) {
 	path, query := splitQuery(pathAndQuery)
-	var out string
+	out, changed := dst, false
 	switch s {
 	case StepDotSegments:
-		out = removeDotSegments(path)
+		out, changed = appendDotsRemoved(dst, path, true)
 	case StepMergeSlashes:
-		out = mergeSlashes(path)
+		out, changed = appendSlashesMerged(dst, path)
 	case StepDecodeSlashes:
-		out = replaceEscape(path, '2', 'f')
+		out, changed = appendEscapesAsSlash(dst, path, '2', 'f', false)
 	case StepBackslashes:
-		out = replaceEscape(strings.ReplaceAll(path, `\`, "/"), '5', 'c')
+		out, changed = appendEscapesAsSlash(dst, path, '5', 'c', true)
 	case StepDropParams:
-		out = dropParams(path)
-	default:
-		return pathAndQuery
+		out, changed = appendParamsDropped(dst, path)
+	case StepCleanDots:
+		out, changed = appendDotsRemoved(dst, path, false)
+	case StepDropQuery:
+		return append(dst, path...), query != ""
 	}
-	if out == path {
-		return pathAndQuery
+	if !changed {
+		return dst, false
 	}
-	return out + query
+	return append(out, query...), true
 }
 
 // MaxReadings bounds the distinct readings of one path that are judged. A
@@ -104,113 +140,129 @@ func (r Reading) StepsString() string {
 }
 
 // Readings returns every form pathAndQuery takes under any sequence of
-// steps, the path as sent first, each with the shortest sequence that gives
-// it; ok is false when there are more than MaxReadings (the first
-// MaxReadings are returned). Every step only ever shortens a path or leaves
-// it alone, so the set is finite.
+// steps but StepDropQuery, the path as sent first, each with the shortest
+// sequence that gives it; ok is false when there are more than MaxReadings
+// (the first MaxReadings are returned). Every step only ever shortens a
+// path or leaves it alone, so the set is finite.
 func Readings(pathAndQuery string) (readings []Reading, ok bool) {
-	readings = []Reading{{Path: pathAndQuery}}
+	readings, _, stop := expandReadings(pathAndQuery, nil, 0)
+	return readings, stop != stopMaxReadings
+}
+
+// expansionStop says why expandReadings stopped early.
+type expansionStop uint8
+
+const (
+	stopNever       expansionStop = iota // every reading was found
+	stopMaxReadings                      // more than MaxReadings
+	stopMaxCost                          // the cost passed MaxDecisionCost
+)
+
+// expandReadings lists the readings of pathAndQuery as Readings does.
+// With cost, each reading past the first adds what judging it costs to
+// spent, which starts at the first's, and the listing stops once the sum
+// passes MaxDecisionCost. Each step writes into one scratch buffer, and
+// only a form not seen before is copied out of it.
+func expandReadings(pathAndQuery string, cost func(reading string) int64, spent int64) ([]Reading, int64, expansionStop) {
+	readings := []Reading{{Path: pathAndQuery}}
 	if !mayReadOtherwise(pathAndQuery) {
-		return readings, true
+		return readings, spent, stopNever
 	}
+	scratch := make([]byte, 0, len(pathAndQuery))
 	for next := 0; next < len(readings); next++ {
 		from := readings[next]
-		for s := range numSteps {
-			form := s.Apply(from.Path)
-			if form == from.Path || containsReading(readings, form) {
+		for s := range pathSteps {
+			var changed bool
+			if scratch, changed = s.appendTo(scratch[:0], from.Path); !changed || seen(readings, scratch) {
 				continue
 			}
 			if len(readings) == MaxReadings {
-				return readings, false
+				return readings, spent, stopMaxReadings
+			}
+			form := string(scratch)
+			if cost != nil {
+				if spent += cost(form); spent > MaxDecisionCost {
+					return readings, spent, stopMaxCost
+				}
 			}
 			steps := append(from.Steps[:len(from.Steps):len(from.Steps)], s)
 			readings = append(readings, Reading{Path: form, Steps: steps})
 		}
 	}
-	return readings, true
+	return readings, spent, stopNever
 }
 
-func containsReading(readings []Reading, path string) bool {
+// seen reports whether form is among readings, without copying it.
+func seen(readings []Reading, form []byte) bool {
 	for _, r := range readings {
-		if r.Path == path {
+		if r.Path == string(form) {
 			return true
 		}
 	}
 	return false
 }
 
-// CheckReadings is Check for a proxy in front of origins that normalise
-// paths: the request is allowed only when the path as sent and every
-// reading of it (see [Readings]) are. A refusal's Verdict.Reading names the
-// reading that was disallowed when it is not the path as sent. A path
-// without anything to read otherwise costs what Check costs.
-func (r *Robots) CheckReadings(token, pathAndQuery string) Verdict {
-	v := r.Check(token, pathAndQuery)
-	if !v.Allowed || !mayReadOtherwise(pathAndQuery) {
-		return v
-	}
-	return judgeReadings(v, pathAndQuery, func(p string) Verdict { return r.Check(token, p) })
-}
-
-// judgeReadings returns the first disallowed reading's verdict, else
-// allowed, the verdict of the path as sent.
-func judgeReadings(allowed Verdict, pathAndQuery string, check func(string) Verdict) Verdict {
-	readings, ok := Readings(pathAndQuery)
-	if !ok {
-		return Verdict{Cause: CauseAmbiguous, Detail: "more than " + strconv.Itoa(MaxReadings) + " readings of the path"}
-	}
-	for _, reading := range readings[1:] {
-		if v := check(reading.Path); !v.Allowed {
-			v.Reading = &reading
-			return v
-		}
-	}
-	return allowed
-}
-
-// mayReadOtherwise reports whether some step may change the path part of
-// pathAndQuery: a dot segment, "//", ';', '\' or an escaped '.', '/' or
-// '\'. Most paths have none, and are judged once.
+// mayReadOtherwise reports whether some step but StepDropQuery may change
+// the path part of pathAndQuery: a dot segment, "//", ';', '\\' or an
+// escaped '.', '/' or '\\'. Most paths have none, and are judged once.
 func mayReadOtherwise(pathAndQuery string) bool {
 	path, _ := splitQuery(pathAndQuery)
-	segStart := 0
+	if _, dots := dotSegmentAt(path, 0); dots > 0 {
+		return true
+	}
 	for i := 0; i < len(path); i++ {
+		// One test passes over the bytes no step acts on.
+		if c := path[i]; c < 64 && stepBytes>>c&1 == 0 || c >= 64 && c != '\\' {
+			continue
+		}
 		switch path[i] {
 		case ';', '\\':
 			return true
 		case '%':
 			if i+2 < len(path) {
-				switch hi, lo := path[i+1], toLowerASCII(path[i+2]); {
+				switch hi, lo := path[i+1], path[i+2]|0x20; {
 				case hi == '2' && (lo == 'e' || lo == 'f'), hi == '5' && lo == 'c':
 					return true
 				}
 			}
 		case '/':
-			if i > 0 && path[i-1] == '/' || isDotSegment(path[segStart:i]) {
+			if _, dots := dotSegmentAt(path, i+1); dots > 0 || i+1 < len(path) && path[i+1] == '/' {
 				return true
 			}
-			segStart = i + 1
 		}
 	}
-	return isDotSegment(path[segStart:])
+	return false
 }
+
+// stepBytes has a bit set for each byte below 64 that may start what a
+// step acts on: '/', '%' and ';' (and '\\', above 64).
+const stepBytes = 1<<'/' | 1<<'%' | 1<<';'
 
 // isDotSegment reports whether seg is "." or "..", with dots possibly
 // written as %2E.
 func isDotSegment(seg string) bool {
-	dots := 0
-	for len(seg) > 0 {
+	end, dots := dotSegmentAt(seg, 0)
+	return dots > 0 && end == len(seg)
+}
+
+// dotSegmentAt reports whether a dot segment starts at path[i], with its
+// number of dots (0 when it is none), and where it ends: a '/' or the end
+// of path. It reads at most the seven bytes a dot segment may take.
+func dotSegmentAt(path string, i int) (end, dots int) {
+	for j := i; ; dots++ {
 		switch {
-		case seg[0] == '.':
-			seg = seg[1:]
-		case len(seg) >= 3 && equalFoldASCII(seg[:3], "%2e"):
-			seg = seg[3:]
+		case dots > 2:
+			return j, 0
+		case j == len(path) || path[j] == '/':
+			return j, dots
+		case path[j] == '.':
+			j++
+		case path[j] == '%' && j+2 < len(path) && path[j+1] == '2' && path[j+2]|0x20 == 'e':
+			j += 3
 		default:
-			return false
+			return j, 0
 		}
-		dots++
 	}
-	return dots == 1 || dots == 2
 }
 
 func splitQuery(pathAndQuery string) (path, query string) {
@@ -220,94 +272,161 @@ func splitQuery(pathAndQuery string) (path, query string) {
 	return pathAndQuery, ""
 }
 
-// removeDotSegments is RFC 3986 §5.2.4 on a path that starts with '/',
-// segment by segment: "." goes, ".." takes the segment before it along.
-// A trailing dot segment leaves a trailing slash, as the RFC's does.
-func removeDotSegments(path string) string {
+// appendDotsRemoved appends to dst what RFC 3986 §5.2.4 makes of a path
+// that starts with '/', segment by segment: "." goes, ".." takes the
+// segment before it along. A final dot segment leaves a trailing slash
+// when trailingSlash is set, as the RFC's does, and none otherwise, as
+// path.Clean's does (but "/" stays). changed is false when path has no
+// dot segment.
+func appendDotsRemoved(dst []byte, path string, trailingSlash bool) (out []byte, changed bool) {
 	if !strings.HasPrefix(path, "/") {
-		return path
+		return dst, false
 	}
-	segs := strings.Split(path[1:], "/")
-	out := make([]string, 0, len(segs))
-	for i, seg := range segs {
-		last := i == len(segs)-1
-		if !isDotSegment(seg) {
-			out = append(out, seg)
-			continue
-		}
-		if isDotDot(seg) && len(out) > 0 {
-			out = out[:len(out)-1]
-		}
-		if last {
-			out = append(out, "")
-		}
+	finder := newDotSegments(path)
+	start, end, dots := finder.next(0)
+	if start < 0 {
+		return dst, false
 	}
-	return "/" + strings.Join(out, "/")
-}
-
-func isDotDot(seg string) bool {
-	return isDotSegment(seg) && seg != "." && !equalFoldASCII(seg, "%2e")
-}
-
-func mergeSlashes(path string) string {
-	if !strings.Contains(path, "//") {
-		return path
-	}
-	var b strings.Builder
-	b.Grow(len(path))
-	for i := 0; i < len(path); i++ {
-		if path[i] == '/' && i > 0 && path[i-1] == '/' {
-			continue
-		}
-		b.WriteByte(path[i])
-	}
-	return b.String()
-}
-
-// replaceEscape turns every "%<hi><lo>" (lo, a lower-case hex letter, in
-// either case) into '/': "%2F" for decoded slashes, "%5C" for backslashes.
-func replaceEscape(path string, hi, lo byte) string {
-	var b strings.Builder
-	changed := false
-	for i := 0; i < len(path); i++ {
-		if path[i] == '%' && i+2 < len(path) && path[i+1] == hi && toLowerASCII(path[i+2]) == lo {
-			if !changed {
-				b.Grow(len(path))
-				b.WriteString(path[:i])
-				changed = true
+	// dst[base:] holds the segments kept so far, each with its '/'.
+	base := len(dst)
+	dst = append(dst, path[:start-1]...)
+	for {
+		// path[start:end] is a dot segment; end is a '/' or len(path).
+		if dots == 2 {
+			if slash := bytes.LastIndexByte(dst[base:], '/'); slash >= 0 {
+				dst = dst[:base+slash]
 			}
-			b.WriteByte('/')
-			i += 2
+		}
+		if end == len(path) {
+			if trailingSlash || len(dst) == base {
+				dst = append(dst, '/')
+			}
+			return dst, true
+		}
+		// Dot segments come in runs: look at the next segment in place
+		// before searching for one.
+		if e, d := dotSegmentAt(path, end+1); d > 0 {
+			start, end, dots = end+1, e, d
 			continue
 		}
-		if changed {
-			b.WriteByte(path[i])
+		slash := end
+		if start, end, dots = finder.next(slash); start < 0 {
+			return append(dst, path[slash:]...), true
 		}
+		dst = append(dst, path[slash:start-1]...)
+	}
+}
+
+// dotSegments finds the dot segments of a path, left to right: the '/'
+// before each candidate is found with a vectorised search for "/." and
+// "/%", each search resumed only once passed, so that finding them all
+// costs one pass.
+type dotSegments struct {
+	path     string
+	dot, pct int // the next "/." and "/%" found; -1 when there is none
+}
+
+func newDotSegments(path string) dotSegments {
+	return dotSegments{path: path, dot: -2, pct: -2}
+}
+
+// next returns where the first dot segment preceded by a '/' at or after
+// from starts and ends, and its number of dots; start is -1 when there is
+// none.
+func (d *dotSegments) next(from int) (start, end, dots int) {
+	for {
+		d.dot = resume(d.path, "/.", d.dot, from)
+		d.pct = resume(d.path, "/%", d.pct, from)
+		slash := d.dot
+		if slash < 0 || d.pct >= 0 && d.pct < slash {
+			slash = d.pct
+		}
+		if slash < 0 {
+			return -1, -1, 0
+		}
+		if end, dots := dotSegmentAt(d.path, slash+1); dots > 0 {
+			return slash + 1, end, dots
+		}
+		from = slash + 1
+	}
+}
+
+// resume returns the index of the first sep in s at or after from, given
+// found, that of an earlier search (-1: none left, -2: none made).
+func resume(s, sep string, found, from int) int {
+	if found == -1 || found >= from {
+		return found
+	}
+	if i := strings.Index(s[from:], sep); i >= 0 {
+		return from + i
+	}
+	return -1
+}
+
+// appendSlashesMerged appends path to dst with every run of slashes read
+// as one; changed is false when it has none.
+func appendSlashesMerged(dst []byte, path string) (out []byte, changed bool) {
+	i := strings.Index(path, "//")
+	if i < 0 {
+		return dst, false
+	}
+	for i >= 0 {
+		dst = append(dst, path[:i+1]...)
+		path = strings.TrimLeft(path[i:], "/")
+		i = strings.Index(path, "//")
+	}
+	return append(dst, path...), true
+}
+
+// appendEscapesAsSlash appends path to dst with every "%<hi><lo>" (lo, a
+// lower-case hex letter, in either case) read as '/', and every '\\' too
+// when backslash is set: "%2F" for decoded slashes, "%5C" and '\\' for
+// backslashes. changed is false when there is none.
+func appendEscapesAsSlash(dst []byte, path string, hi, lo byte, backslash bool) (out []byte, changed bool) {
+	done := 0 // path[:done] is in dst
+	pct, bs := -2, -2
+	if !backslash {
+		bs = -1
+	}
+	for from := 0; ; {
+		pct = resume(path, "%", pct, from)
+		bs = resume(path, `\`, bs, from)
+		i, width := pct, 3
+		if i < 0 || bs >= 0 && bs < i {
+			i, width = bs, 1
+		}
+		if i < 0 {
+			break
+		}
+		from = i + 1
+		if width == 3 && !(i+2 < len(path) && path[i+1] == hi && path[i+2]|0x20 == lo) {
+			continue
+		}
+		dst = append(append(dst, path[done:i]...), '/')
+		done, from, changed = i+width, i+width, true
 	}
 	if !changed {
-		return path
+		return dst, false
 	}
-	return b.String()
+	return append(dst, path[done:]...), true
 }
 
-// dropParams removes from each segment everything from its first ';'.
-func dropParams(path string) string {
-	if strings.IndexByte(path, ';') < 0 {
-		return path
+// appendParamsDropped appends path to dst without everything from the
+// first ';' of each segment; changed is false when it has no ';'.
+func appendParamsDropped(dst []byte, path string) (out []byte, changed bool) {
+	i := strings.IndexByte(path, ';')
+	if i < 0 {
+		return dst, false
 	}
-	var b strings.Builder
-	b.Grow(len(path))
-	inParam := false
-	for i := 0; i < len(path); i++ {
-		switch c := path[i]; {
-		case c == '/':
-			inParam = false
-			b.WriteByte(c)
-		case c == ';':
-			inParam = true
-		case !inParam:
-			b.WriteByte(c)
+	for i >= 0 {
+		dst = append(dst, path[:i]...)
+		path = path[i:]
+		if slash := strings.IndexByte(path, '/'); slash >= 0 {
+			path = path[slash:]
+		} else {
+			path = ""
 		}
+		i = strings.IndexByte(path, ';')
 	}
-	return b.String()
+	return append(dst, path...), true
 }

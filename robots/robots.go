@@ -25,7 +25,8 @@ type ruleSet struct {
 	name       string // the product name as first written, or "*"
 	agentLines []int  // the user-agent lines that selected these groups
 	rules      []Rule // longest pattern first; allow before disallow when equal
-	pace       Pace   // Line is 0 when no group asks for a pace
+	costs      ruleCosts
+	pace       Pace // Line is 0 when no group asks for a pace
 }
 
 // Pace is what robots.txt asks of a crawler's pace: an interval between

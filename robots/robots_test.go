@@ -226,12 +226,15 @@ func TestNoGroupsMeansNoRules(t *testing.T) {
 	}
 }
 
+// Check exempts the path /robots.txt alone (RFC 9309 §2.2.2): with a
+// query, even an empty one, it is a URL like any other.
 func TestRobotsTxtAlwaysAllowed(t *testing.T) {
 	r := Parse([]byte("User-agent: *\nDisallow: /\n"))
 	runChecks(t, r, []checkCase{
 		{"bot", "/robots.txt", true, "robots.txt is always allowed"},
-		{"bot", "/robots.txt?x=1", true, "robots.txt is always allowed"},
 		{"bot", "/robots%2Etxt", true, "robots.txt is always allowed"},
+		{"bot", "/robots.txt?x=1", false, "disallow: / (line 2)"},
+		{"bot", "/robots.txt?", false, "disallow: / (line 2)"},
 		{"bot", "/robots.txt.bak", false, "disallow: / (line 2)"},
 		{"bot", "/dir/robots.txt", false, "disallow: / (line 2)"},
 	})
@@ -554,7 +557,7 @@ Allow: /*.html$
 	if _, all := Parse([]byte("User-agent: a\nDisallow: /\n")).DisallowsAll("b"); all {
 		t.Error("no group applies to b: nothing is disallowed")
 	}
-	for path, want := range map[string]bool{"/robots.txt": true, "/robots%2etxt?x": true, "/robots.txt/x": false, "/": false} {
+	for path, want := range map[string]bool{"/robots.txt": true, "/robots%2etxt": true, "/robots.txt?x": false, "/robots.txt?": false, "/robots.txt/x": false, "/": false} {
 		if IsRobotsTxt(path) != want {
 			t.Errorf("IsRobotsTxt(%q) = %v, want %v", path, !want, want)
 		}

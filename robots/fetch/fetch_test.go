@@ -984,10 +984,14 @@ func TestResultCheck(t *testing.T) {
 		if v := r.Check("bot", "/private/x"); v.Allowed != c.allowed || v.Reason() != c.reason {
 			t.Errorf("%s: Check = %v %q, want %v %q", c.outcome, v.Allowed, v.Reason(), c.allowed, c.reason)
 		}
-		for _, path := range []string{"/robots.txt", "/robots.txt?x=1", "/%72obots.txt"} {
+		for _, path := range []string{"/robots.txt", "/%72obots.txt"} {
 			if v := r.Check("bot", path); !v.Allowed || v.Cause != robots.CauseRobotsTxt {
 				t.Errorf("%s: Check(%q) = %v %q, want always allowed", c.outcome, path, v.Allowed, v.Reason())
 			}
+		}
+		// With a query it is a URL like any other.
+		if v := r.Check("bot", "/robots.txt?x=1"); v.Cause == robots.CauseRobotsTxt {
+			t.Errorf("%s: Check(/robots.txt?x=1) exempt: %q", c.outcome, v.Reason())
 		}
 	}
 }

@@ -1,0 +1,202 @@
+package robots
+
+import (
+	"strconv"
+	"strings"
+)
+
+// A Judgement is a decision of [Robots.CheckReadings] prepared but not yet
+// made: the rules that apply, the readings of the path, and an estimate of
+// what matching them will cost, so that a proxy can weigh the work before
+// it is done. Preparing costs little: it lists the readings of a path that
+// has any; for any other it reads the path a few times and, like Check,
+// allocates only when the path needs percent-normalising.
+type Judgement struct {
+	outcome  Outcome
+	detail   string   // the account of an outcome that is not OK
+	rs       *ruleSet // nil when no group applies
+	path     string   // as sent
+	norm     string   // as sent, normalised
+	query    int      // where the query starts in norm; -1 without one, or without anchored rules
+	readings []Reading
+	cost     int64
+	stop     expansionStop
+}
+
+// Prepare prepares the decision of [Robots.CheckReadings] for the token
+// and pathAndQuery.
+func (r *Robots) Prepare(token, pathAndQuery string) Judgement {
+	rs := r.ruleSetFor(token)
+	j := Judgement{outcome: OutcomeOK, rs: rs, path: pathAndQuery}
+	if rs == nil || len(rs.rules) == 0 {
+		return j // nothing to match
+	}
+	norm, escaped := normalizeCounting(pathAndQuery)
+	j.norm, j.query = norm, -1
+	if len(rs.costs.anchored) > 0 {
+		j.query = strings.IndexByte(norm, '?') // only anchored rules read it
+	}
+	j.cost = rs.readingCost(len(norm), j.query, 0)
+	if j.cost > MaxDecisionCost || !mayReadOtherwise(pathAndQuery) {
+		return j
+	}
+	// A reading is never longer than the path as sent, and has no more
+	// bytes to escape, nor bytes a step may act on, than it: its normalised
+	// form is at most 2*escaped bytes longer than it.
+	specials := specialBytes(pathAndQuery)
+	j.cost += costSpecial * int64(specials)
+	j.readings, j.cost, j.stop = expandReadings(pathAndQuery, func(form string) int64 {
+		bare := strings.IndexByte(form, '?')
+		if bare >= 0 {
+			bare += 2 * escaped
+		}
+		return rs.readingCost(len(form)+2*escaped, bare, specials)
+	}, j.cost)
+	return j
+}
+
+// Prepare prepares the decision of [Answer.CheckReadings] for the token
+// and pathAndQuery: nothing to estimate unless the outcome is OK.
+func (a *Answer) Prepare(token, pathAndQuery string) Judgement {
+	switch {
+	case a == nil:
+		return Judgement{detail: "robots.txt not fetched"}
+	case a.Outcome == OutcomeOK:
+		return a.Robots.Prepare(token, pathAndQuery)
+	}
+	return Judgement{outcome: a.Outcome, detail: a.Detail}
+}
+
+// Cost is the estimated work of the decision, in the units of
+// MaxDecisionCost: 0 when no rule is to be matched, at most a few units
+// per byte plus the work of the rules for a path without readings. Past
+// MaxDecisionCost it may be a partial sum: the readings were no longer
+// listed.
+func (j Judgement) Cost() int64 { return j.cost }
+
+// Verdict makes the decision: the verdict of [Robots.CheckReadings], or a
+// refusal (CauseTooCostly) without matching anything when Cost is over
+// MaxDecisionCost.
+func (j Judgement) Verdict() Verdict {
+	switch j.outcome {
+	case OutcomeOK:
+	case OutcomeUnavailable:
+		return Verdict{Allowed: true, Cause: CauseUnavailable, Detail: j.detail}
+	default:
+		return Verdict{Cause: CauseUnreachable, Detail: j.detail}
+	}
+	rs := j.rs
+	switch {
+	case rs == nil:
+		return Verdict{Allowed: true, Cause: CauseNoGroup}
+	case len(rs.rules) == 0:
+		return rs.verdict(0)
+	case j.cost > MaxDecisionCost:
+		estimate := "decision cost estimated at " + strconv.FormatInt(j.cost, 10)
+		if j.stop == stopMaxCost {
+			estimate = "decision cost estimated at over " + strconv.FormatInt(j.cost, 10)
+		}
+		return rs.refusal(CauseTooCostly, estimate+", over the bound of "+strconv.Itoa(MaxDecisionCost))
+	}
+	decider, queryDropped := rs.checkReading(j.norm, j.query)
+	if rs.disallows(decider) {
+		v := rs.verdict(decider)
+		if queryDropped {
+			v.Reading = &Reading{Path: withoutQuery(j.path), Steps: []Step{StepDropQuery}}
+		}
+		return v
+	}
+	if j.stop == stopMaxReadings {
+		return rs.refusal(CauseAmbiguous, "more than "+strconv.Itoa(MaxReadings)+" readings of the path")
+	}
+	for _, reading := range j.readings[min(1, len(j.readings)):] {
+		norm := normalizePath(reading.Path)
+		i, queryDropped := rs.checkReading(norm, strings.IndexByte(norm, '?'))
+		if !rs.disallows(i) {
+			continue
+		}
+		if queryDropped {
+			reading.Path = withoutQuery(reading.Path)
+			reading.Steps = append(reading.Steps[:len(reading.Steps):len(reading.Steps)], StepDropQuery)
+		}
+		v := rs.verdict(i)
+		v.Reading = &reading
+		return v
+	}
+	return rs.verdict(decider)
+}
+
+// CheckReadings is Check for a proxy in front of origins that rewrite
+// paths: the request is allowed only when the path as sent and every
+// reading an origin may make of it are (see [Step]). A refusal's
+// Verdict.Reading names the reading that was disallowed when it is not the
+// path as sent. It is Prepare(token, pathAndQuery).Verdict(): a decision
+// estimated over MaxDecisionCost is refused unjudged.
+//
+// Each reading with a query is judged with its query-less form beside it
+// (StepDropQuery): the longest rule matching either decides, so
+// "Disallow: /*.pdf$" refuses "/doc.pdf?x=1", while a longer rule that
+// allows the URL with its query, the site's own word about it ("Allow:
+// /w/load.php?" beside "Disallow: /w/"), keeps it allowed. Only a rule
+// anchored with '$' can match the query-less form and not the URL, so
+// without one no extra work is done.
+//
+// Unlike Check, CheckReadings exempts nothing, /robots.txt included: a
+// proxy lets GET and HEAD of exactly "/robots.txt" through before it asks,
+// and judges every other request for it (another method, a query, another
+// spelling) like any URL. A path without anything to read otherwise costs
+// what Check costs.
+func (r *Robots) CheckReadings(token, pathAndQuery string) Verdict {
+	j := r.Prepare(token, pathAndQuery)
+	return j.Verdict()
+}
+
+// CheckReadings is [Robots.CheckReadings] when the outcome is OK; when it
+// is not, it exempts nothing either: robots.txt unavailable allows every
+// path, anything else refuses every one, "/robots.txt?x" as any other.
+func (a *Answer) CheckReadings(token, pathAndQuery string) Verdict {
+	j := a.Prepare(token, pathAndQuery)
+	return j.Verdict()
+}
+
+// checkReading judges a normalised path by the rules, and, when it has a
+// query (from index query, -1 without one), its query-less form beside it:
+// a disallowed path is refused; an allowed one is refused when a rule
+// longer than the one allowing it (if any) matches the query-less form
+// and disallows it. Only a rule anchored with '$' can match the query-less
+// form and not the path, and the rules before the deciding one do not
+// match the path, so only those are tried. It returns the index of the
+// deciding rule (len(rs.rules) for none) and whether it decided on the
+// query-less form.
+func (rs *ruleSet) checkReading(path string, query int) (decider int, queryDropped bool) {
+	i := rs.firstMatch(path)
+	if rs.disallows(i) || query < 0 {
+		return i, false
+	}
+	bare := path[:query]
+	for _, a := range rs.costs.anchored {
+		if int(a) >= i {
+			break
+		}
+		if rule := &rs.rules[a]; rule.pattern.match(bare) {
+			if rule.Allow {
+				break // the path's own rule speaks for it
+			}
+			return int(a), true
+		}
+	}
+	return i, false
+}
+
+// disallows reports whether the rule at index i, if any, disallows.
+func (rs *ruleSet) disallows(i int) bool { return i < len(rs.rules) && !rs.rules[i].Allow }
+
+// refusal refuses a path for cause, without a rule.
+func (rs *ruleSet) refusal(cause Cause, detail string) Verdict {
+	return Verdict{Cause: cause, Detail: detail, Group: rs.name, GroupLines: rs.agentLines}
+}
+
+func withoutQuery(pathAndQuery string) string {
+	path, _ := splitQuery(pathAndQuery)
+	return path
+}
