@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -362,3 +363,84 @@ type nopConn struct{ net.Conn }
 func (nopConn) Read(p []byte) (int, error)  { return len(p), nil }
 func (nopConn) Write(p []byte) (int, error) { return len(p), nil }
 func (nopConn) Close() error                { return nil }
+
+// BenchmarkNeighbours measures what a client sending paths that are dear
+// to judge does to another client's latency: the other client's requests
+// (allowed, robots.txt cached) one after another, alone and beside 16
+// connections sending 2 KiB paths that 1,000 wildcard rules take
+// milliseconds to judge (within robots.MaxDecisionCost). It reports the
+// other client's latency percentiles.
+func BenchmarkNeighbours(b *testing.B) {
+	var rules strings.Builder
+	rules.WriteString("User-agent: *\n")
+	for i := range 1000 {
+		fmt.Fprintf(&rules, "Disallow: /*zq%d\n", i)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/robots.txt", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, rules.String()) })
+	mux.HandleFunc("/", serveBenchPage)
+	origin := httptest.NewServer(mux)
+	b.Cleanup(origin.Close)
+	costly := origin.URL + "/" + strings.Repeat("zq", 1<<10)
+
+	for _, hostile := range []int{0, 16} {
+		b.Run(fmt.Sprintf("costly-conns=%d", hostile), func(b *testing.B) {
+			p := startProxy(b, proxyConfig{audit: io.Discard})
+			tr := &http.Transport{Proxy: http.ProxyURL(p.url), MaxIdleConnsPerHost: 64, DisableCompression: true}
+			b.Cleanup(tr.CloseIdleConnections)
+			client := &http.Client{Transport: tr}
+			get := func(target string) error {
+				req, _ := http.NewRequest("GET", target, nil)
+				req.Header.Set("User-Agent", curlUA)
+				resp, err := client.Do(req)
+				if err != nil {
+					return err
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					return fmt.Errorf("GET %.60s: status %d", target, resp.StatusCode)
+				}
+				return nil
+			}
+			if err := get(origin.URL + "/page"); err != nil { // loads robots.txt
+				b.Fatal(err)
+			}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range hostile {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if err := get(costly); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			latencies := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				if err := get(origin.URL + "/page"); err != nil {
+					b.Fatal(err)
+				}
+				latencies = append(latencies, time.Since(start))
+			}
+			b.StopTimer()
+			close(stop)
+			wg.Wait()
+			slices.Sort(latencies)
+			micros := func(q float64) float64 {
+				return float64(latencies[int(q*float64(len(latencies)-1))].Nanoseconds()) / 1e3
+			}
+			b.ReportMetric(micros(0.50), "p50-µs")
+			b.ReportMetric(micros(0.99), "p99-µs")
+		})
+	}
+}

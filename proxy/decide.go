@@ -123,7 +123,9 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 		if denied := deniedDestination(result.Err); denied != nil {
 			return d, d.destinationPage(denied)
 		}
-		d.verdict = result.CheckReadings(d.rec.Token, path)
+		if p := d.judge(r, result, path); p != nil {
+			return d, p
+		}
 	}
 	d.noteVerdict()
 
@@ -139,6 +141,27 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 		}
 	}
 	return d, nil
+}
+
+// judge sets the verdict of robots.txt on the path, a costly decision
+// waiting its turn at the costlyGate (it returns the answer when it found
+// none), one over robots.MaxDecisionCost refused unjudged.
+func (d *decision) judge(r *http.Request, result *fetch.Result, pathAndQuery string) *page {
+	j := result.Prepare(d.rec.Token, pathAndQuery)
+	if j.Cost() <= costlyDecision || j.Cost() > robots.MaxDecisionCost {
+		d.verdict = j.Verdict()
+		return nil
+	}
+	leave, err := d.s.costly.enter(r.Context(), d.shareKey())
+	if err != nil {
+		p := d.failPage(http.StatusServiceUnavailable,
+			"robotsgate is busy judging paths that are costly to judge, this client's first; try again later", err)
+		p.header.Set("Retry-After", "1")
+		return p
+	}
+	d.verdict = j.Verdict()
+	leave()
+	return nil
 }
 
 // readsRobotsTxt reports the one request every crawler may make whatever

@@ -177,6 +177,7 @@ type Server struct {
 	metrics     *Metrics
 	errorLog    *log.Logger // net/http's own complaints, at debug level
 	copyBuffers bufferPool
+	costly      *costlyGate
 
 	// clients reads requests from clients; tunnels reads the requests
 	// inside tunnels, whose connections tunnelQueue hands it.
@@ -219,7 +220,7 @@ func New(opts Options) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Client.setDefaults()
-	s := &Server{opts: opts, log: opts.Logger, upstream: upstream}
+	s := &Server{opts: opts, log: opts.Logger, upstream: upstream, costly: newCostlyGate()}
 	collected := []prometheus.Collector{opts.Rules}
 	if opts.Issuer != nil { // a nil *Issuer in an interface is not nil
 		collected = append(collected, opts.Issuer)

@@ -123,11 +123,11 @@ func (r *Robots) Check(token, pathAndQuery string) Verdict {
 // robotsTxtPath is the path Check exempts, normalised.
 const robotsTxtPath = "/robots.txt"
 
-// IsRobotsTxt reports whether pathAndQuery is the path Check always
+// isRobotsTxt reports whether pathAndQuery is the path Check always
 // allows: "/robots.txt" once percent-normalised ("/%72obots.txt" too), with
 // no query. A proxy exempts less: GET and HEAD of exactly "/robots.txt"
 // (see [Robots.CheckReadings]).
-func IsRobotsTxt(pathAndQuery string) bool { return normalizePath(pathAndQuery) == robotsTxtPath }
+func isRobotsTxt(pathAndQuery string) bool { return normalizePath(pathAndQuery) == robotsTxtPath }
 
 // DisallowsAll reports whether token may fetch nothing on the site but
 // /robots.txt: the groups that apply have a rule disallowing every path

@@ -219,7 +219,7 @@ func FuzzDisallowsAllIsSound(f *testing.F) {
 	}
 	f.Add("User-agent: *\nDisallow: /\nAllow: /robots.txt\nAllow: /*.gif$\nDisallow: /*.gif\n", "/a.gif")
 	f.Fuzz(func(t *testing.T, body, path string) {
-		if !strings.HasPrefix(path, "/") || IsRobotsTxt(path) {
+		if !strings.HasPrefix(path, "/") || isRobotsTxt(path) {
 			return
 		}
 		r := Parse([]byte(body))

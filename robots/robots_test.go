@@ -558,8 +558,8 @@ Allow: /*.html$
 		t.Error("no group applies to b: nothing is disallowed")
 	}
 	for path, want := range map[string]bool{"/robots.txt": true, "/robots%2etxt": true, "/robots.txt?x": false, "/robots.txt?": false, "/robots.txt/x": false, "/": false} {
-		if IsRobotsTxt(path) != want {
-			t.Errorf("IsRobotsTxt(%q) = %v, want %v", path, !want, want)
+		if isRobotsTxt(path) != want {
+			t.Errorf("isRobotsTxt(%q) = %v, want %v", path, !want, want)
 		}
 	}
 }
