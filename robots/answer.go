@@ -84,7 +84,7 @@ func (a *Answer) Check(token, pathAndQuery string) Verdict {
 	if a != nil && a.Outcome == OutcomeOK {
 		return a.Robots.Check(token, pathAndQuery)
 	}
-	if normalizePath(pathAndQuery) == robotsTxtPath {
+	if isRobotsTxt(pathAndQuery) {
 		return Verdict{Allowed: true, Cause: CauseRobotsTxt}
 	}
 	if a == nil {

@@ -161,7 +161,7 @@ func (r *Robots) DisallowsAll(token string) (Verdict, bool) {
 			if !strings.HasPrefix(path, "/") {
 				path = "/" + path
 			}
-			if normalizePath(path) != robotsTxtPath && r.Check(token, path).Allowed {
+			if !isRobotsTxt(path) && r.Check(token, path).Allowed {
 				return Verdict{}, false
 			}
 		}
