@@ -23,9 +23,9 @@ import (
 // origin may have received anything but robots.txt and the requests the
 // rows expect to reach it.
 
-// hostileRobots disallows /private/ but for /private/open/, and everything
-// to GPTBot.
-const hostileRobots = "User-agent: *\nDisallow: /private/\nAllow: /private/open/\n\nUser-agent: GPTBot\nDisallow: /\n"
+// hostileRobots disallows /private/ but for /private/open/ and every PDF,
+// and everything to GPTBot.
+const hostileRobots = "User-agent: *\nDisallow: /private/\nAllow: /private/open/\nDisallow: /*.pdf$\n\nUser-agent: GPTBot\nDisallow: /\n"
 
 // recorder is an origin that records the request-target, Host and header
 // of every request it receives, byte for byte.
@@ -183,12 +183,23 @@ var pathRows = []struct {
 	{"/private%5Cx", 403, "/private/x"},
 	{"/a/..;/private/x", 403, "/private/x"},
 	{"/x//..//private/y", 403, "/private/y"},
+	// A static server ignores the query, and one that cleans paths as
+	// path.Clean does serves the file for a trailing dot segment.
+	{"/doc.pdf", 403, ""},
+	{"/doc.pdf?x=1", 403, "/doc.pdf"},
+	{"/doc.pdf?", 403, "/doc.pdf"},
+	{"/doc.pdf/.", 403, "/doc.pdf"},
+	{"/doc.pdf/%2e", 403, "/doc.pdf"},
+	{"/a/../doc.pdf/.?x", 403, "/doc.pdf"},
+	{"/doc.pdf/x/..", 403, "/doc.pdf"},
 	// Allowed: the origin must get these bytes exactly, never a
 	// re-encoding.
 	{"/private/open/page|x", 200, ""},
 	{"/open%7cpage?q=a;b|c&d=%zz&e=%2F", 200, ""},
 	{"/a%2Fb/..%2f", 200, ""},
 	{"/", 200, ""},
+	{"/doc.pdf/", 200, ""},  // a trailing slash names no file (not judged: see README)
+	{"/doc.pdfx?y", 200, ""},
 }
 
 func TestHostileRequests(t *testing.T) {
