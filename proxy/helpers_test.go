@@ -502,8 +502,3 @@ func (tn *clientTunnel) do(method, host, path, userAgent string) (*http.Response
 	}
 	return resp, string(body)
 }
-
-// testTransport is the proxy's upstream transport with a plain dialer.
-func testTransport(o UpstreamOptions) *http.Transport {
-	return newTransport(o, &net.Dialer{Timeout: o.DialTimeout})
-}

@@ -217,8 +217,6 @@ func firstChange(s string, isPattern bool) int {
 	return -1
 }
 
-func needsEscape(c byte) bool { return c <= ' ' || c >= 0x7F }
-
 func isUnreserved(c byte) bool {
 	return isAlnum(c) || c == '-' || c == '.' || c == '_' || c == '~'
 }

@@ -238,13 +238,6 @@ func mayReadOtherwise(pathAndQuery string) bool {
 // step acts on: '/', '%' and ';' (and '\\', above 64).
 const stepBytes = 1<<'/' | 1<<'%' | 1<<';'
 
-// isDotSegment reports whether seg is "." or "..", with dots possibly
-// written as %2E.
-func isDotSegment(seg string) bool {
-	end, dots := dotSegmentAt(seg, 0)
-	return dots > 0 && end == len(seg)
-}
-
 // dotSegmentAt reports whether a dot segment starts at path[i], with its
 // number of dots (0 when it is none), and where it ends: a '/' or the end
 // of path. It reads at most the seven bytes a dot segment may take.

@@ -63,25 +63,11 @@ func (c *countingCloser) count() int {
 }
 
 // failingWriter fails every write, like a full disk.
-type failingWriter struct {
-	mu    sync.Mutex
-	calls int
-}
+type failingWriter struct{}
 
 var errDiskFull = errors.New("no space left on device")
 
-func (f *failingWriter) Write([]byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	return 0, errDiskFull
-}
-
-func (f *failingWriter) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls
-}
+func (*failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
 
 // decodeLines parses every line of s as one JSON object.
 func decodeLines(t *testing.T, s string) []map[string]any {
