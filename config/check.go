@@ -559,6 +559,25 @@ func (c *checker) checkClientLimits(cfg *Config) {
 	if !c.failed(connsName) && (cfg.MaxConnections < 1 || cfg.MaxConnections > 1_000_000) {
 		c.report(connsName, nil, "%s is out of range; use a number of connections from 1 to 1000000", c.shown(connsName))
 	}
+	c.checkConnectionShare(cfg)
+}
+
+// checkConnectionShare checks one client's share of the client
+// connections, and works out its default.
+func (c *checker) checkConnectionShare(cfg *Config) {
+	const name, perName = "ROBOTSGATE_MAX_CONNECTIONS", "ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT"
+	maxOK := !c.failed(name)
+	if _, set := c.given(perName); !set && maxOK {
+		cfg.MaxConnectionsPerClient = proxy.DefaultMaxConnectionsPerClient(cfg.MaxConnections)
+	}
+	switch {
+	case c.failed(perName):
+	case cfg.MaxConnectionsPerClient < 1:
+		c.report(perName, nil, "%s is out of range; use a number of connections from 1 to %s", c.shown(perName), name)
+	case maxOK && cfg.MaxConnectionsPerClient > cfg.MaxConnections:
+		c.report(perName, nil, "%s is above %s (%d); use a number of connections from 1 to %d",
+			c.shown(perName), name, cfg.MaxConnections, cfg.MaxConnections)
+	}
 }
 
 // checkUnknown reports ROBOTSGATE_* variables that set nothing, which are

@@ -192,6 +192,11 @@ type Config struct {
 	// MaxConnections bounds the client connections open at once.
 	MaxConnections int `env:"MAX_CONNECTIONS" envDefault:"4096" desc:"Most client connections open at once, tunnels included; beyond it new clients get 503 at once and open ones are unharmed"`
 
+	// MaxConnectionsPerClient bounds the client connections one client
+	// (its IP address, an IPv6 one by its /64) has open at once. When the
+	// variable is unset it is a quarter of MaxConnections (at least 1).
+	MaxConnectionsPerClient int `env:"MAX_CONNECTIONS_PER_CLIENT" envDefault:"1024" desc:"Most client connections open at once from one client (its IP address, an IPv6 one by its /64), tunnels included, from 1 to ROBOTSGATE_MAX_CONNECTIONS; unset, a quarter of ROBOTSGATE_MAX_CONNECTIONS. Beyond it the client's new connections get 503 at once and its open ones are unharmed"`
+
 	// DenyDestinations are address ranges the proxy never connects to.
 	DenyDestinations DestinationList `env:"DENY_DESTINATIONS" envDefault:"169.254.0.0/16,fe80::/10,0.0.0.0/8,::/128" desc:"Comma-separated CIDRs or addresses robotsgate never connects to, checked on the resolved address of every connection; none to deny nothing"`
 

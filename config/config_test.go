@@ -59,6 +59,7 @@ func defaults() Config {
 		MaxHeaderBytes:                64 * 1024,
 		MaxURLBytes:                   8 * 1024,
 		MaxConnections:                4096,
+		MaxConnectionsPerClient:       1024,
 		DenyDestinations: DestinationList{
 			netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10"),
 			netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("::/128"),
@@ -287,6 +288,12 @@ func TestLoadFromValidValues(t *testing.T) {
 			func(c *Config) { c.MaxFetches, c.MaxFetchesPerClient = 8, 8 }},
 		{"fetch share alone", map[string]string{"ROBOTSGATE_MAX_FETCHES_PER_CLIENT": "1"},
 			func(c *Config) { c.MaxFetchesPerClient = 1 }},
+		{"connections, the share's default follows", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS": "8"},
+			func(c *Config) { c.MaxConnections, c.MaxConnectionsPerClient = 8, 2 }},
+		{"connections and share", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS": "8", "ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT": "8"},
+			func(c *Config) { c.MaxConnections, c.MaxConnectionsPerClient = 8, 8 }},
+		{"connection share alone", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT": "1"},
+			func(c *Config) { c.MaxConnectionsPerClient = 1 }},
 		{"unreachable retry", map[string]string{"ROBOTSGATE_UNREACHABLE_RETRY": "10s"}, func(c *Config) { c.UnreachableRetry = 10 * time.Second }},
 		{"unreachable retry at the backoff cap", map[string]string{"ROBOTSGATE_UNREACHABLE_RETRY": "15m"}, func(c *Config) { c.UnreachableRetry = 15 * time.Minute }},
 		{"deny nothing", map[string]string{"ROBOTSGATE_DENY_DESTINATIONS": "None"}, func(c *Config) { c.DenyDestinations = DestinationList{} }},
@@ -300,7 +307,7 @@ func TestLoadFromValidValues(t *testing.T) {
 			"ROBOTSGATE_MAX_HEADER_BYTES": "4KiB", "ROBOTSGATE_MAX_URL_BYTES": "4KiB", "ROBOTSGATE_MAX_CONNECTIONS": "1",
 			"ROBOTSGATE_CLIENT_HEADER_TIMEOUT": "1s", "ROBOTSGATE_CLIENT_TLS_TIMEOUT": "2s",
 		}, func(c *Config) {
-			c.MaxHeaderBytes, c.MaxURLBytes, c.MaxConnections = 4<<10, 4<<10, 1
+			c.MaxHeaderBytes, c.MaxURLBytes, c.MaxConnections, c.MaxConnectionsPerClient = 4<<10, 4<<10, 1, 1
 			c.ClientHeaderTimeout, c.ClientTLSTimeout = time.Second, 2*time.Second
 		}},
 		{"max stale zero", map[string]string{"ROBOTSGATE_MAX_STALE": "0"}, func(c *Config) { c.MaxStale = 0 }},
@@ -470,6 +477,14 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			"ROBOTSGATE_MAX_CONNECTIONS", []string{`"0" is out of range`, "from 1 to 1000000"}},
 		{"max connections not a number", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS": "lots"},
 			"ROBOTSGATE_MAX_CONNECTIONS", []string{`"lots" is not a whole number`}},
+		{"connection share zero", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT": "0"},
+			"ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT", []string{`ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT: "0" is out of range; use a number of connections from 1 to ROBOTSGATE_MAX_CONNECTIONS`}},
+		{"connection share above the bound", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS": "8", "ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT": "9"},
+			"ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT", []string{`"9" is above ROBOTSGATE_MAX_CONNECTIONS (8); use a number of connections from 1 to 8`}},
+		{"connection share above the default bound", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT": "5000"},
+			"ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT", []string{`"5000" is above ROBOTSGATE_MAX_CONNECTIONS (4096)`}},
+		{"connection share not a number", map[string]string{"ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT": "some"},
+			"ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT", []string{`"some" is not a whole number`}},
 		{"max header bytes too small", map[string]string{"ROBOTSGATE_MAX_HEADER_BYTES": "1KiB"},
 			"ROBOTSGATE_MAX_HEADER_BYTES", []string{"out of range", "from 4 KiB to 1 MiB"}},
 		{"max URL above the header bound", map[string]string{"ROBOTSGATE_MAX_URL_BYTES": "128KiB"},

@@ -140,12 +140,13 @@ func (c *Config) UpstreamOptions(roots *x509.CertPool) proxy.UpstreamOptions {
 // ClientLimits bound what one client can make the proxy hold.
 func (c *Config) ClientLimits() proxy.ClientLimits {
 	return proxy.ClientLimits{
-		IdleTimeout:    c.ClientIdleTimeout,
-		HeaderTimeout:  c.ClientHeaderTimeout,
-		TLSTimeout:     c.ClientTLSTimeout,
-		MaxHeaderBytes: int(c.MaxHeaderBytes),
-		MaxURLBytes:    int(c.MaxURLBytes),
-		MaxConnections: c.MaxConnections,
+		IdleTimeout:             c.ClientIdleTimeout,
+		HeaderTimeout:           c.ClientHeaderTimeout,
+		TLSTimeout:              c.ClientTLSTimeout,
+		MaxHeaderBytes:          int(c.MaxHeaderBytes),
+		MaxURLBytes:             int(c.MaxURLBytes),
+		MaxConnections:          c.MaxConnections,
+		MaxConnectionsPerClient: c.MaxConnectionsPerClient,
 	}
 }
 

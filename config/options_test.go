@@ -67,6 +67,30 @@ func TestFetcherReceives(t *testing.T) {
 	}
 }
 
+// TestClientLimitsConnections: the proxy gets the connection bound and
+// one client's share of it, the share's default following the bound.
+func TestClientLimitsConnections(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env                    map[string]string
+		wantMax, wantPerClient int
+	}{
+		{map[string]string{}, 4096, 1024},
+		{map[string]string{"ROBOTSGATE_MAX_CONNECTIONS": "8"}, 8, 2},
+		{map[string]string{"ROBOTSGATE_MAX_CONNECTIONS": "8", "ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT": "3"}, 8, 3},
+	} {
+		c.env["ROBOTSGATE_MITM"] = "false"
+		cfg, err := LoadFrom(c.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.ClientLimits(); got.MaxConnections != c.wantMax || got.MaxConnectionsPerClient != c.wantPerClient {
+			t.Errorf("%v: the proxy bounds %d connections, %d per client; want %d, %d per client",
+				c.env, got.MaxConnections, got.MaxConnectionsPerClient, c.wantMax, c.wantPerClient)
+		}
+	}
+}
+
 // TestUpstreamProxyReachesEveryConnection checks that the fetcher and the
 // proxy both get the upstream proxy, and neither gets one when it is unset.
 func TestUpstreamProxyReachesEveryConnection(t *testing.T) {

@@ -83,7 +83,9 @@ func TestTunnelsCarryingPlainHTTP(t *testing.T) {
 func TestClientLimits(t *testing.T) {
 	t.Parallel()
 	o := newRecorder(t, false)
-	p := startProxy(t, "ROBOTSGATE_MAX_CONNECTIONS=3", "ROBOTSGATE_CLIENT_TLS_TIMEOUT=1s", "ROBOTSGATE_CLIENT_HEADER_TIMEOUT=1s")
+	// Every client here is 127.0.0.1: its share is the whole bound.
+	p := startProxy(t, "ROBOTSGATE_MAX_CONNECTIONS=3", "ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT=3",
+		"ROBOTSGATE_CLIENT_TLS_TIMEOUT=1s", "ROBOTSGATE_CLIENT_HEADER_TIMEOUT=1s")
 	get := func(conn net.Conn, path string) reply {
 		r, _ := exchange(t, conn, "GET http://"+o.addr+path+" HTTP/1.1\r\nHost: "+o.addr+"\r\nUser-Agent: "+crawlerUA+"\r\n\r\n", false)
 		return r

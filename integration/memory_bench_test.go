@@ -60,6 +60,8 @@ func benchIdleConns(b *testing.B, intercepted bool) {
 	o := newOrigin(b, intercepted, map[string]http.HandlerFunc{"/robots.txt": robotsTxt(privateRobots)})
 	env := []string{
 		"ROBOTSGATE_MAX_CONNECTIONS=" + strconv.Itoa(b.N+100),
+		// Every connection comes from 127.0.0.1, one client.
+		"ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT=" + strconv.Itoa(b.N+100),
 		// Opening 10000 intercepted connections one by one takes a while:
 		// none may be closed as idle before the last is open.
 		"ROBOTSGATE_CLIENT_IDLE_TIMEOUT=30m",

@@ -5,38 +5,119 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // connTracker wraps every accepted client connection: it closes one that
-// stays silent for the idle timeout, bounds how many are open at once, and
-// can close all of them at shutdown. net/http forgets a connection once it
-// is hijacked for a tunnel, so without this an idle or stuck tunnel would
-// live forever.
+// stays silent for the idle timeout, bounds how many are open at once, in
+// all and from one client (clientPrefix), and can close all of them at
+// shutdown. net/http forgets a connection once it is hijacked for a
+// tunnel, so without this an idle or stuck tunnel would live forever; a
+// tunnel stays the client connection it was accepted as.
 type connTracker struct {
-	idle    time.Duration
-	max     int           // 0: no bound
-	refusal chan struct{} // bounds the goroutines answering clients over the bound
-	refused atomic.Uint64
-	mu      sync.Mutex
-	conns   map[*idleConn]struct{}
-	empty   chan struct{} // made by drain, closed when the last connection closes
+	idle      time.Duration
+	max       int           // 0: no bound
+	perClient int           // 0: no bound
+	refusal   chan struct{} // bounds the goroutines answering clients over a bound
+	// refused and refusedShare count the connections refused at max and
+	// at perClient.
+	refused, refusedShare atomic.Uint64
+	mu                    sync.Mutex
+	conns                 map[*idleConn]struct{}
+	clients               map[netip.Prefix]int // connections open by clientPrefix, while perClient bounds them
+	empty                 chan struct{}        // made by drain, closed when the last connection closes
 }
 
 // maxRefusing bounds the connections being answered 503 at once; past it
 // a connection over the bound is closed without a word.
 const maxRefusing = 32
 
-// refusedAnswer is what a client over the connection bound gets.
-const refusedAnswer = "HTTP/1.1 503 Service Unavailable\r\n" +
+// refusedHead starts what a client over a connection bound gets; the
+// length and one of the bodies below follow.
+const refusedHead = "HTTP/1.1 503 Service Unavailable\r\n" +
 	"Content-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\nRetry-After: 1\r\nConnection: close\r\n" +
-	"Content-Length: 72\r\n\r\n" +
-	"robotsgate has too many clients (ROBOTSGATE_MAX_CONNECTIONS); try again\n"
+	"Content-Length: "
 
-func newConnTracker(idle time.Duration, max int) *connTracker {
-	return &connTracker{idle: idle, max: max, refusal: make(chan struct{}, maxRefusing), conns: make(map[*idleConn]struct{})}
+// Why a connection is refused, at the bound in all and at one client's.
+const (
+	tooManyClients     = "robotsgate has too many clients (ROBOTSGATE_MAX_CONNECTIONS); try again\n"
+	tooManyFromAClient = "robotsgate has too many connections from this client (ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT); close one or try again\n"
+)
+
+// DefaultMaxConnectionsPerClient is how many of maxConnections client
+// connections one client may hold unless told otherwise: a quarter (at
+// least 1), so that it takes several clients at their share to fill them.
+func DefaultMaxConnectionsPerClient(maxConnections int) int { return max(maxConnections/4, 1) }
+
+// newConnTracker bounds the connections open at once to max in all and to
+// perClient from one client; 0 is no bound.
+func newConnTracker(idle time.Duration, max, perClient int) *connTracker {
+	t := &connTracker{idle: idle, max: max, perClient: perClient, refusal: make(chan struct{}, maxRefusing), conns: make(map[*idleConn]struct{})}
+	if perClient > 0 {
+		t.clients = make(map[netip.Prefix]int)
+	}
+	return t
+}
+
+// clientKey is the client a peer's address (host:port, as net/http's
+// Request.RemoteAddr spells it) belongs to, for its share of robotsgate's
+// bounded resources: the spelling of its clientPrefix, which keeps a ':'
+// at its end, as no credential name does, so that no name can pass for an
+// address. A name that is no IP address is kept as it is, its port cut.
+func clientKey(remote string) string {
+	if strings.HasPrefix(remote, "[") {
+		if ap, err := netip.ParseAddrPort(remote); err == nil {
+			return prefixKey(clientPrefix(ap.Addr()))
+		}
+	}
+	// An IPv4 address:port, as net/http spells every IPv4 peer (a mapped
+	// one too): cut to what prefixKey would spell, without an allocation.
+	if i := strings.LastIndexByte(remote, ':'); i >= 0 {
+		return remote[:i+1]
+	}
+	return remote
+}
+
+// clientPrefix is the client a peer's IP address belongs to: the address,
+// an IPv6 one by its /64 (one host's usual allocation: it may use any
+// address in it), an IPv4-mapped one as IPv4.
+func clientPrefix(addr netip.Addr) netip.Prefix {
+	if addr = addr.Unmap(); addr.Is4() {
+		return netip.PrefixFrom(addr, 32)
+	}
+	prefix, _ := addr.Prefix(64) // cannot fail: 64 bits of an IPv6 address
+	return prefix
+}
+
+// prefixKey spells a clientPrefix as clientKey does: "127.0.0.2:",
+// "2001:db8::/64:".
+func prefixKey(p netip.Prefix) string {
+	if p.Addr().Is4() {
+		return p.Addr().String() + ":"
+	}
+	return p.String() + ":"
+}
+
+// remotePrefix is the clientPrefix of c's peer; the zero Prefix, one
+// client, for a peer without an IP address. A comparable value rather
+// than clientKey's string, so that accepting a connection formats nothing.
+func remotePrefix(c net.Conn) netip.Prefix {
+	switch addr := c.RemoteAddr().(type) {
+	case *net.TCPAddr:
+		return clientPrefix(addr.AddrPort().Addr())
+	case nil:
+		return netip.Prefix{}
+	default:
+		if ap, err := netip.ParseAddrPort(addr.String()); err == nil {
+			return clientPrefix(ap.Addr())
+		}
+		return netip.Prefix{}
+	}
 }
 
 // open is how many client connections are open.
@@ -55,10 +136,10 @@ func closeWrite(c net.Conn) error {
 	return errors.ErrUnsupported
 }
 
-// refuse answers a connection over the bound with 503 and closes it,
-// without holding up the accept loop or the connections within the bound.
-func (t *connTracker) refuse(c net.Conn) {
-	t.refused.Add(1)
+// refuse answers a connection over a bound with 503 saying why and closes
+// it, without holding up the accept loop or the connections within the
+// bounds.
+func (t *connTracker) refuse(c net.Conn, why string) {
 	select {
 	case t.refusal <- struct{}{}:
 	default:
@@ -69,7 +150,8 @@ func (t *connTracker) refuse(c net.Conn) {
 		defer func() { <-t.refusal }()
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(time.Second))
-		if _, err := io.WriteString(c, refusedAnswer); err != nil {
+		answer := refusedHead + strconv.Itoa(len(why)) + "\r\n\r\n" + why
+		if _, err := io.WriteString(c, answer); err != nil {
 			return
 		}
 		// Read what the client sent until it closes, so that closing with
@@ -128,23 +210,48 @@ type trackingListener struct {
 }
 
 func (l *trackingListener) Accept() (net.Conn, error) {
-	var c net.Conn
 	for {
-		var err error
-		if c, err = l.Listener.Accept(); err != nil {
+		c, err := l.Listener.Accept()
+		if err != nil {
 			return nil, err
 		}
-		if l.t.max <= 0 || l.t.open() < l.t.max {
-			break
+		if ic := l.t.admit(c); ic != nil {
+			return ic, nil
 		}
-		l.t.refuse(c)
 	}
-	ic := &idleConn{Conn: c, t: l.t, opened: time.Now()}
-	ic.timer = time.AfterFunc(l.t.idle, ic.expire)
-	l.t.mu.Lock()
-	l.t.conns[ic] = struct{}{}
-	l.t.mu.Unlock()
-	return ic, nil
+}
+
+// admit tracks c, or refuses it and returns nil when it is over a bound:
+// the one in all first, as a client within its share still finds no room
+// past it.
+func (t *connTracker) admit(c net.Conn) *idleConn {
+	ic := &idleConn{Conn: c, t: t}
+	if t.perClient > 0 {
+		ic.client = remotePrefix(c)
+	}
+	t.mu.Lock()
+	switch {
+	case t.max > 0 && len(t.conns) >= t.max:
+		t.mu.Unlock()
+		t.refused.Add(1)
+		t.refuse(c, tooManyClients)
+		return nil
+	case t.perClient > 0 && t.clients[ic.client] >= t.perClient:
+		t.mu.Unlock()
+		t.refusedShare.Add(1)
+		t.refuse(c, tooManyFromAClient)
+		return nil
+	}
+	// The timer starts under the lock, so that drain and closeAll, which
+	// may close ic once it is in conns, find it set.
+	ic.opened = time.Now()
+	ic.timer = time.AfterFunc(t.idle, ic.expire)
+	t.conns[ic] = struct{}{}
+	if t.perClient > 0 {
+		t.clients[ic.client]++
+	}
+	t.mu.Unlock()
+	return ic
 }
 
 // idleConn is closed when no byte has moved for the idle timeout. A read
@@ -153,6 +260,7 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 type idleConn struct {
 	net.Conn
 	t      *connTracker
+	client netip.Prefix // its peer's clientPrefix, while the tracker bounds them per client
 	timer  *time.Timer
 	opened time.Time
 	// active is when the last read or write started, as time since
@@ -194,6 +302,13 @@ func (c *idleConn) Close() error {
 		c.timer.Stop()
 		c.t.mu.Lock()
 		delete(c.t.conns, c)
+		if c.t.perClient > 0 {
+			if n := c.t.clients[c.client] - 1; n > 0 {
+				c.t.clients[c.client] = n
+			} else {
+				delete(c.t.clients, c.client)
+			}
+		}
 		if len(c.t.conns) == 0 && c.t.empty != nil {
 			close(c.t.empty)
 			c.t.empty = nil

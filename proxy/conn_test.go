@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -187,4 +189,200 @@ func TestClientIdleTimeoutBlockedWrite(t *testing.T) {
 			t.Errorf("%d connections still open with a write blocked for the idle timeout, want 0", n)
 		}
 	})
+}
+
+// TestClientKey: a peer is the client of its IP address, an IPv6 one by
+// its /64 and an IPv4-mapped one as IPv4, spelt the same whether taken
+// from a request's RemoteAddr (clientKey) or grouped by an accepted
+// connection's address (remotePrefix).
+func TestClientKey(t *testing.T) {
+	for _, c := range []struct{ remote, want string }{
+		{"127.0.0.2:40000", "127.0.0.2:"},
+		{"127.0.0.2:1", "127.0.0.2:"},
+		{"[::ffff:127.0.0.2]:443", "127.0.0.2:"},
+		{"[2001:db8::1]:443", "2001:db8::/64:"},
+		{"[2001:DB8:0:0:ffff:ffff:ffff:ffff]:443", "2001:db8::/64:"},
+		{"[2001:db8:0:1::1]:443", "2001:db8:0:1::/64:"},
+		{"[::1]:8080", "::/64:"},
+		{"[fe80::1%eth0]:80", "fe80::/64:"},
+	} {
+		if got := clientKey(c.remote); got != c.want {
+			t.Errorf("clientKey(%q) = %q, want %q", c.remote, got, c.want)
+		}
+		conn := addrConn{remote: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(c.remote))}
+		if got := prefixKey(remotePrefix(conn)); got != c.want {
+			t.Errorf("a connection from %s is client %q, want %q", c.remote, got, c.want)
+		}
+		conn.remote = otherAddr(c.remote)
+		if got := prefixKey(remotePrefix(conn)); got != c.want {
+			t.Errorf("a connection from %s, not TCP, is client %q, want %q", c.remote, got, c.want)
+		}
+	}
+	// Not IP addresses: kept, the port cut.
+	for remote, want := range map[string]string{"pipe": "pipe", "": "", "host:1": "host:", "[bad]:1": "[bad]:"} {
+		if got := clientKey(remote); got != want {
+			t.Errorf("clientKey(%q) = %q, want %q", remote, got, want)
+		}
+	}
+	for _, remote := range []net.Addr{nil, otherAddr("pipe")} {
+		if got := remotePrefix(addrConn{remote: remote}); got.IsValid() {
+			t.Errorf("a connection from %v is client %v, want the zero Prefix", remote, got)
+		}
+	}
+}
+
+// otherAddr is an address of no network robotsgate knows.
+type otherAddr string
+
+func (otherAddr) Network() string  { return "other" }
+func (a otherAddr) String() string { return string(a) }
+
+// addrConn is a connection from remote; Conn, when set, carries its bytes.
+type addrConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }
+
+// TestConnShare: the tracker counts each client's open connections and
+// refuses one over its share with 503 naming
+// ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT (and one over the bound in all,
+// which comes first, naming ROBOTSGATE_MAX_CONNECTIONS); a closed
+// connection, closed once or twice, frees one place; an IPv6 client is
+// its /64, an IPv4-mapped one its IPv4 address.
+func TestConnShare(t *testing.T) {
+	const (
+		total = "ROBOTSGATE_MAX_CONNECTIONS)"
+		share = "ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT)"
+	)
+	// A step opens a connection from from, wanting it refused naming
+	// want (admitted when empty), or closes the close-th admitted one.
+	type step struct {
+		from, want string
+		close      int
+	}
+	open := func(from, want string) step { return step{from: from, want: want, close: -1} }
+	closeConn := func(i int) step { return step{close: i} }
+	for _, c := range []struct {
+		name                 string
+		max, perClient       int
+		steps                []step
+		wantTotal, wantShare uint64 // refusals counted
+	}{
+		{"per client", 8, 2, []step{
+			open("10.0.0.1:1", ""), open("10.0.0.1:2", ""), open("10.0.0.1:3", share),
+			open("10.0.0.2:1", ""), open("10.0.0.2:2", ""), open("10.0.0.2:3", share),
+			closeConn(0), closeConn(0), // the second Close frees nothing more
+			open("10.0.0.1:4", ""), open("10.0.0.1:5", share), open("10.0.0.3:1", ""),
+		}, 0, 3},
+		{"IPv6 by its /64", 8, 2, []step{
+			open("[2001:db8::1]:1", ""), open("[2001:db8::ffff:2]:1", ""), open("[2001:db8::3]:1", share),
+			open("[2001:db8:0:1::1]:1", ""), open("[2001:db8:1::1]:1", ""),
+		}, 0, 1},
+		{"IPv4-mapped as IPv4", 8, 1, []step{
+			open("10.0.0.1:1", ""), open("[::ffff:10.0.0.1]:2", share), open("10.0.0.2:1", ""),
+			closeConn(0), open("[::ffff:10.0.0.1]:3", ""), open("10.0.0.1:4", share),
+		}, 0, 2},
+		{"the bound in all first", 3, 2, []step{
+			open("10.0.0.1:1", ""), open("10.0.0.1:2", ""), open("10.0.0.2:1", ""),
+			open("10.0.0.2:2", total), open("10.0.0.1:3", total),
+			closeConn(2), open("10.0.0.1:4", share), open("10.0.0.3:1", ""),
+		}, 2, 1},
+		{"no share bound", 0, 0, []step{
+			open("10.0.0.1:1", ""), open("10.0.0.1:2", ""), open("10.0.0.1:3", ""), open("10.0.0.1:4", ""),
+		}, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := newConnTracker(time.Minute, c.max, c.perClient)
+			var admitted []*idleConn
+			counted := map[netip.Prefix]int{} // what the tracker should count, by client
+			clientOf := func(from string) netip.Prefix { return clientPrefix(netip.MustParseAddrPort(from).Addr()) }
+			for i, s := range c.steps {
+				if s.close >= 0 {
+					ic := admitted[s.close]
+					if !ic.closed.Load() {
+						counted[clientOf(ic.RemoteAddr().String())]--
+					}
+					ic.Close()
+				} else {
+					client, server := net.Pipe()
+					defer client.Close()
+					ic := tr.admit(addrConn{Conn: server, remote: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(s.from))})
+					switch {
+					case s.want == "" && ic == nil:
+						t.Fatalf("step %d: %s refused, want it admitted", i, s.from)
+					case s.want == "":
+						admitted = append(admitted, ic)
+						counted[clientOf(s.from)]++
+					case ic != nil:
+						t.Fatalf("step %d: %s admitted, want it refused naming %s", i, s.from, s.want)
+					default:
+						assertRefused(t, client, s.want)
+					}
+				}
+				if c.perClient == 0 {
+					continue
+				}
+				tr.mu.Lock()
+				for key, n := range counted {
+					if tr.clients[key] != n {
+						t.Errorf("step %d: client %s counted with %d connections, want %d", i, key, tr.clients[key], n)
+					}
+				}
+				tr.mu.Unlock()
+			}
+			if got, got2 := tr.refused.Load(), tr.refusedShare.Load(); got != c.wantTotal || got2 != c.wantShare {
+				t.Errorf("refusals counted: %d at the bound, %d at a share; want %d, %d", got, got2, c.wantTotal, c.wantShare)
+			}
+			for _, ic := range admitted {
+				ic.Close()
+			}
+			tr.mu.Lock()
+			defer tr.mu.Unlock()
+			if len(tr.conns) != 0 || len(tr.clients) != 0 {
+				t.Errorf("every connection closed, the tracker still counts %d, by client %v", len(tr.conns), tr.clients)
+			}
+		})
+	}
+}
+
+// assertRefused reads from client the quick 503 of a connection refused
+// at a bound, naming setting.
+func assertRefused(t *testing.T, client net.Conn, setting string) {
+	t.Helper()
+	client.SetDeadline(time.Now().Add(testTimeout))
+	resp, err := http.ReadResponse(bufio.NewReader(client), nil)
+	if err != nil {
+		t.Fatalf("a refused connection's answer: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("a refused connection's answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || !resp.Close ||
+		!strings.Contains(string(body), "("+setting) {
+		t.Errorf("a refused connection got %d, Retry-After %q, close %v, %q; want 503 naming %s", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Close, body, setting)
+	}
+}
+
+// TestConnShareDefault: a Server bounds one client's connections to what
+// ClientLimits says, a quarter of the bound in all (at least 1) unless
+// told, and not at all when nothing bounds them in all either.
+func TestConnShareDefault(t *testing.T) {
+	for _, c := range []struct {
+		limits        ClientLimits
+		wantPerClient int
+	}{
+		{ClientLimits{MaxConnections: 4096}, 1024},
+		{ClientLimits{MaxConnections: 3}, 1},
+		{ClientLimits{MaxConnections: 8, MaxConnectionsPerClient: 3}, 3},
+		{ClientLimits{MaxConnectionsPerClient: 3}, 3},
+		{ClientLimits{}, 0},
+	} {
+		p := newTestServer(t, proxyConfig{client: c.limits})
+		if got := p.srv.conns.perClient; got != c.wantPerClient {
+			t.Errorf("%+v: %d connections per client, want %d", c.limits, got, c.wantPerClient)
+		}
+	}
 }

@@ -3,9 +3,7 @@ package proxy
 import (
 	"errors"
 	"net/http"
-	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
 	"robotsgate/robots/fetch"
@@ -23,29 +21,13 @@ func (d *decision) fetchContext(r *http.Request) *fetch.ClientContext {
 
 // shareKey is the client whose share of robotsgate's bounded resources
 // (robots.txt fetch slots, costly decisions) a request takes: its
-// credential's name once identified, else its IP address, an IPv6 client
-// by its /64 (one host's usual allocation: it may use any address in it).
-// The address keeps the ':' that ends it, which no credential name holds,
-// so that no name can pass for an address (and a substring costs nothing).
+// credential's name once identified, else its address's clientKey, as its
+// connection was counted by.
 func (d *decision) shareKey() string {
 	if d.rec.Credential != "" {
 		return d.rec.Credential
 	}
-	client := d.rec.Client
-	if strings.HasPrefix(client, "[") {
-		if ap, err := netip.ParseAddrPort(client); err == nil {
-			addr := ap.Addr().Unmap()
-			if addr.Is4() {
-				return addr.String() + ":"
-			}
-			prefix, _ := addr.Prefix(64) // cannot fail: 64 bits of an IPv6 address
-			return prefix.String() + ":"
-		}
-	}
-	if i := strings.LastIndexByte(client, ':'); i >= 0 {
-		return client[:i+1]
-	}
-	return client
+	return clientKey(d.rec.Client)
 }
 
 // noFetchSlot answers a request whose robots.txt was not fetched for want

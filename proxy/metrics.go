@@ -60,16 +60,24 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 	return m
 }
 
+// refusedHelp describes robotsgate_client_connections_refused_total.
+const refusedHelp = "Client connections refused with 503, by bound: total (ROBOTSGATE_MAX_CONNECTIONS) or per_client (ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT)."
+
 // registerServer adds what the Server itself counts: client connections,
-// refusals at the connection bound and the audit log's state.
+// refusals at the connection bounds and the audit log's state.
 func (m *Metrics) registerServer(s *Server) {
 	m.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "robotsgate_client_connections", Help: "Client connections open, tunnels included.",
 		}, func() float64 { return float64(s.conns.open()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "robotsgate_client_connections_refused_total", Help: "Client connections refused with 503 at ROBOTSGATE_MAX_CONNECTIONS.",
+			Name: "robotsgate_client_connections_refused_total", Help: refusedHelp,
+			ConstLabels: prometheus.Labels{"bound": "total"},
 		}, func() float64 { return float64(s.conns.refused.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "robotsgate_client_connections_refused_total", Help: refusedHelp,
+			ConstLabels: prometheus.Labels{"bound": "per_client"},
+		}, func() float64 { return float64(s.conns.refusedShare.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "robotsgate_audit_log_healthy", Help: "1 while the audit log can be written, 0 while it cannot.",
 		}, func() float64 {

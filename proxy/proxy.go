@@ -114,6 +114,11 @@ type ClientLimits struct {
 	// MaxConnections bounds the client connections open at once, tunnels
 	// included; past it new clients get a quick 503. 0 means no bound.
 	MaxConnections int
+	// MaxConnectionsPerClient bounds those of one client (its IP address,
+	// an IPv6 one by its /64) likewise, so that no client can take them
+	// all. 0 means DefaultMaxConnectionsPerClient(MaxConnections), or no
+	// bound when MaxConnections is 0.
+	MaxConnectionsPerClient int
 }
 
 func (l *ClientLimits) setDefaults() {
@@ -131,6 +136,9 @@ func (l *ClientLimits) setDefaults() {
 	}
 	if l.MaxURLBytes <= 0 {
 		l.MaxURLBytes = 8 << 10
+	}
+	if l.MaxConnectionsPerClient <= 0 && l.MaxConnections > 0 {
+		l.MaxConnectionsPerClient = DefaultMaxConnectionsPerClient(l.MaxConnections)
 	}
 }
 
@@ -236,7 +244,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(opts.Version, collected...)
 	opts.Audit.Watch(s.auditStateChanged)
-	s.conns = newConnTracker(opts.Client.IdleTimeout, opts.Client.MaxConnections)
+	s.conns = newConnTracker(opts.Client.IdleTimeout, opts.Client.MaxConnections, opts.Client.MaxConnectionsPerClient)
 	s.dialer = opts.Destinations.Dialer(net.Dialer{Timeout: opts.Upstream.DialTimeout, KeepAlive: 30 * time.Second})
 	s.transport = newTransport(opts.Upstream, s.dialer)
 	if s.upstream != nil {
