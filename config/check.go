@@ -278,6 +278,7 @@ func (c *checker) checkIdentity(cfg *Config) {
 func (c *checker) checkPace(cfg *Config) {
 	const modeName, defaultName, maxName = "ROBOTSGATE_CRAWL_DELAY", "ROBOTSGATE_DEFAULT_CRAWL_DELAY", "ROBOTSGATE_MAX_CRAWL_DELAY"
 	const waitName, connsName, idleName = "ROBOTSGATE_MAX_WAIT", "ROBOTSGATE_MAX_CONNS_PER_ORIGIN", "ROBOTSGATE_CLIENT_IDLE_TIMEOUT"
+	const schedulesName = "ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT"
 	// MAX_WAIT's default is the smaller of 60s and half the idle timeout.
 	if _, set := c.given(modeName); !set && cfg.Mode == proxy.ModeAudit {
 		cfg.CrawlDelay = pace.ModeAudit
@@ -300,6 +301,10 @@ func (c *checker) checkPace(cfg *Config) {
 	if !c.failed(connsName) && (cfg.MaxConnsPerOrigin < 0 || cfg.MaxConnsPerOrigin > 1_000_000) {
 		c.report(connsName, nil, "%s is out of range; use a number of requests from 1 to 1000000, or 0 for no bound", c.shown(connsName))
 	}
+	if !c.failed(schedulesName) && (cfg.MaxSchedulesPerClient < pace.MinSchedulesPerClient || cfg.MaxSchedulesPerClient > pace.DefaultMaxSchedules) {
+		c.report(schedulesName, nil, "%s is out of range; use a number of schedules from %d to %d",
+			c.shown(schedulesName), pace.MinSchedulesPerClient, pace.DefaultMaxSchedules)
+	}
 	if c.failed(modeName) || cfg.CrawlDelay != pace.ModeOff {
 		return
 	}
@@ -309,6 +314,9 @@ func (c *checker) checkPace(cfg *Config) {
 	}
 	if _, set := c.given(connsName); set && cfg.MaxConnsPerOrigin > 0 {
 		c.report(connsName, nil, "is set, but %s=off paces nothing; use enforce, wait or audit, or unset it", modeName)
+	}
+	if _, set := c.given(schedulesName); set {
+		c.report(schedulesName, nil, "is set, but %s=off paces nothing; use enforce, wait or audit, or unset it", modeName)
 	}
 }
 

@@ -57,6 +57,11 @@ type Config struct {
 	// MaxConnsPerOrigin bounds the requests in flight to one origin.
 	MaxConnsPerOrigin int `env:"MAX_CONNS_PER_ORIGIN" envDefault:"0" desc:"Most requests in flight to one origin, all crawlers together; past it as ROBOTSGATE_CRAWL_DELAY says (429, wait, recorded); 0 for no bound"`
 
+	// MaxSchedulesPerClient bounds the Crawl-delay schedules charged to
+	// one client, so that a client naming itself anew on every request
+	// cannot fill the table for the others.
+	MaxSchedulesPerClient int `env:"MAX_SCHEDULES_PER_CLIENT" envDefault:"65536" desc:"Most Crawl-delay schedules one client (its credential, else its IP address) holds at once, from 64 to 1048576 (the whole table, for a proxy that serves one bot); past it that client's new crawler names get 429 full, other clients' do not"`
+
 	// Token pins the product token every request is judged as, unless it
 	// authenticates with a credential that names its own.
 	Token string `env:"TOKEN" desc:"Product token every request is judged as, whatever its User-Agent (a request with a credential: the credential's); empty means the User-Agent's"`

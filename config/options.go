@@ -173,9 +173,11 @@ func (c *Config) IdentityOptions(log *slog.Logger) identity.Options {
 }
 
 // PaceOptions say how requests are paced: ROBOTSGATE_CRAWL_DELAY,
-// ROBOTSGATE_MAX_WAIT and ROBOTSGATE_MAX_CONNS_PER_ORIGIN.
+// ROBOTSGATE_MAX_WAIT, ROBOTSGATE_MAX_CONNS_PER_ORIGIN and
+// ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT.
 func (c *Config) PaceOptions() pace.Options {
-	return pace.Options{Mode: c.CrawlDelay, MaxWait: c.MaxWait, MaxConnsPerOrigin: c.MaxConnsPerOrigin}
+	return pace.Options{Mode: c.CrawlDelay, MaxWait: c.MaxWait, MaxConnsPerOrigin: c.MaxConnsPerOrigin,
+		MaxSchedulesPerClient: c.MaxSchedulesPerClient}
 }
 
 // PacePolicy turns what robots.txt asks into the delay in force:

@@ -29,7 +29,10 @@ func (d *decision) pace(r *http.Request, result *fetch.Result) *page {
 		d.rec.CrawlDelaySource = d.delay.Source.String()
 		d.rec.CrawlDelayLine = d.delay.Asked.Line
 	}
-	d.admission = pacer.Admit(r.Context(), d.rec.Origin, pace.Identity{Credential: d.rec.Credential, Token: d.rec.Token}, d.delay)
+	// A schedule this request starts is charged to its client (shareKey),
+	// named when result was looked up (fetchContext).
+	who := pace.Identity{Credential: d.rec.Credential, Token: d.rec.Token, Client: d.fetchCtx.Client}
+	d.admission = pacer.Admit(r.Context(), d.rec.Origin, who, d.delay)
 	a := &d.admission
 	d.rec.Pace = a.Outcome.String()
 	d.rec.WaitedMS = float64(a.Waited) / float64(time.Millisecond)
@@ -41,11 +44,23 @@ func (d *decision) pace(r *http.Request, result *fetch.Result) *page {
 	if a.Outcome == pace.TooEarly {
 		d.rec.RobotsTxt = d.robotsURL() // it decided, as for a 403
 	}
-	if a.Outcome == pace.Gone {
+	switch a.Outcome {
+	case pace.Gone:
 		d.rec.Error = "the client went away while held for its slot"
+	case pace.Full:
+		d.rec.Error = fullReason(d)
 	}
 	d.finish()
 	return tooManyPage(r, d)
+}
+
+// fullReason says which table a request refused as pace.Full found full.
+func fullReason(d *decision) string {
+	if d.admission.ClientShare {
+		return "this client holds its share of the Crawl-delay schedules robotsgate keeps (ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT=" +
+			strconv.Itoa(d.s.opts.Pacer.MaxSchedulesPerClient()) + ")"
+	}
+	return "robotsgate's table of Crawl-delay schedules is full"
 }
 
 // retryAfter is Retry-After's value: whole seconds, rounded up, at least
@@ -62,7 +77,9 @@ func seconds(d time.Duration) string {
 // paceValue renders a pacing outcome as X-Robotsgate-Decision's value:
 // `too-early; token="GPTBot"; crawl-delay=1; source="crawl-delay";
 // rule="Crawl-delay: 1"; line=2; retry-after=1; robots="https://example.com/robots.txt"`,
-// or `busy; token="GPTBot"; max-conns-per-origin=4; retry-after=1`.
+// `busy; token="GPTBot"; max-conns-per-origin=4; retry-after=1`, or
+// `full; token="GPTBot"; max-schedules-per-client=65536; retry-after=1`
+// (without the bound when the whole table is full).
 func paceValue(d *decision) string {
 	var b strings.Builder
 	a := &d.admission
@@ -81,6 +98,10 @@ func paceValue(d *decision) string {
 		b.WriteString("; max-conns-per-origin=")
 		b.WriteString(strconv.Itoa(d.s.opts.Pacer.MaxConnsPerOrigin()))
 	case pace.Full:
+		if a.ClientShare {
+			b.WriteString("; max-schedules-per-client=")
+			b.WriteString(strconv.Itoa(d.s.opts.Pacer.MaxSchedulesPerClient()))
+		}
 	default:
 		b.WriteString("; crawl-delay=")
 		b.WriteString(seconds(d.delay.Interval))
@@ -146,7 +167,12 @@ func tooManyText(d *decision, after int) []byte {
 		fmt.Fprintf(&b, "429 Too Many Requests: %s already has as many requests in flight as robotsgate lets through (ROBOTSGATE_MAX_CONNS_PER_ORIGIN=%d).\n\n",
 			d.rec.Origin, d.s.opts.Pacer.MaxConnsPerOrigin())
 	case pace.Full:
-		b.WriteString("429 Too Many Requests: robotsgate is keeping the pace of as many crawlers as it can hold; try again shortly.\n\n")
+		if d.admission.ClientShare {
+			fmt.Fprintf(&b, "429 Too Many Requests: this client holds as many Crawl-delay schedules as one client may (ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT=%d): each crawler name it sends to an origin that asks for a delay holds one until the delay has passed.\n\n",
+				d.s.opts.Pacer.MaxSchedulesPerClient())
+		} else {
+			b.WriteString("429 Too Many Requests: robotsgate is keeping the pace of as many crawlers as it can hold; try again shortly.\n\n")
+		}
 	default:
 		b.WriteString("429 Too Many Requests: this crawler must wait longer between requests to this origin.\n\n")
 	}

@@ -8,6 +8,9 @@
 // start; an earlier one is too early and changes nothing. A schedule whose
 // time has passed says nothing a missing one would not, so schedules live
 // only while they hold a request back, and are swept as the table grows.
+// Each is charged to the client whose request created it, and one client
+// holds at most its share of the table: a client that names itself anew
+// on every request fills its own share, not the table.
 // With Options.Shared, the schedules are a fleet's, kept where every
 // instance finds them. Each instance still keeps the starts it handed out
 // itself, as a lower bound: it paces by them while the shared schedules
@@ -129,7 +132,7 @@ const (
 	TooEarly                // before its slot: refused, or forwarded and recorded (ModeAudit)
 	Busy                    // its origin had every connection in use: refused, or forwarded and recorded
 	Gone                    // the client went away while held
-	Full                    // a new identity while the schedule table is full: refused, or forwarded and recorded
+	Full                    // a new identity while the schedule table, or its client's share of it, is full: refused, or forwarded and recorded
 )
 
 // String returns the name the audit log uses: "", "waited", "too_early",
@@ -166,6 +169,17 @@ type Options struct {
 	// with Shared, a full table refuses only while the Shared schedules
 	// fail, and otherwise just leaves a start unrecorded.
 	MaxSchedules int
+	// MaxSchedulesPerClient bounds the schedules charged to one client
+	// (Identity.Client) at once; 0 means MaxSchedules/16, and more than
+	// MaxSchedules means MaxSchedules. Past it that client's new
+	// identities are Full (Admission.ClientShare) while other clients'
+	// are not. It is counted per sixty-fourth of the table, where a
+	// schedule's hash puts it: a client holds at most
+	// MaxSchedulesPerClient rounded down to a multiple of
+	// MinSchedulesPerClient (at least that), and may be refused a little
+	// before, when one sixty-fourth of its share is full. As MaxSchedules,
+	// it bounds the Pacer's own table only.
+	MaxSchedulesPerClient int
 	// Shared keeps the schedules where every Pacer of a fleet finds them;
 	// nil keeps them in this process. The Pacer keeps its own starts as
 	// well, and paces by them alone while Shared fails.
@@ -195,8 +209,23 @@ type SharedSchedules interface {
 const DefaultMaxSchedules = 1 << 20
 
 // ScheduleBytes is what one schedule costs in memory, about: a map slot of
-// a 64-bit key and a 64-bit time, with the map's spare room.
-const ScheduleBytes = 24
+// a 64-bit key, a 64-bit time and the 64-bit hash of the client charged,
+// with the map's spare room (53.5 bytes measured at a million). Each
+// client's count, kept per sixty-fourth of the table, adds about 36 bytes
+// where it holds schedules: next to nothing, unless every schedule is
+// another client's.
+const ScheduleBytes = 56
+
+// MinSchedulesPerClient is the least Options.MaxSchedulesPerClient: one
+// schedule in each sixty-fourth of the table.
+const MinSchedulesPerClient = shardCount
+
+// shareSweep is how often, at most, a shard is swept for a client at its
+// share: sweeping costs the shard's size, and a client that keeps asking
+// at its share must not make the Pacer sweep on each request. Its
+// schedules that have passed count until swept; a Full answer's
+// Retry-After is as long.
+const shareSweep = busyRetry
 
 // busyRetry is the Retry-After of a request refused at the connection
 // bound: a request in flight usually ends within it.
@@ -210,10 +239,14 @@ type Pacer struct {
 	seed     maphash.Seed
 	base     time.Time // schedules count nanoseconds from it, monotonic
 	perShard int
-	shards   [shardCount]shard
-	conns    [shardCount]connShard
-	waiting  atomic.Int64
-	full     atomic.Int64 // new identities turned away at MaxSchedules
+	// perClient is a client's share of each shard.
+	perClient int
+	shards    [shardCount]shard
+	conns     [shardCount]connShard
+	waiting   atomic.Int64
+	full      atomic.Int64 // new identities turned away at MaxSchedules
+	// shareFull counts new identities turned away at their client's share.
+	shareFull atomic.Int64
 	// sharedTakes counts the requests paced by the Shared schedules;
 	// fallbacks those paced here because the Shared schedules failed.
 	sharedTakes, fallbacks atomic.Int64
@@ -221,14 +254,34 @@ type Pacer struct {
 
 type shard struct {
 	mu   sync.Mutex
-	next map[uint64]int64 // earliest start of the key's next request
+	next map[uint64]schedule
+	// held counts the schedules charged to each client, by the hash of
+	// its name.
+	held map[uint64]int32
 	// sweepAt is the size at which the map is next swept of schedules
 	// whose time has passed; freeAt is no later than when the first
-	// schedule passes: no sweep can free one before.
+	// schedule passes: no sweep can free one before. sweptAt is when the
+	// last sweep was.
 	sweepAt int
 	freeAt  int64
-	_       [32]byte // keeps shards' locks off each other's cache lines
+	sweptAt int64
+	_       [16]byte // keeps shards' locks off each other's cache lines
 }
+
+// schedule is one (origin, identity)'s.
+type schedule struct {
+	next   int64  // earliest start of the key's next request
+	client uint64 // the hash of the client charged for it
+}
+
+// fullness says why a new schedule does not fit.
+type fullness uint8
+
+const (
+	roomy     fullness = iota
+	tableFull          // the shard holds perShard schedules
+	shareFull          // the client holds perClient of them
+)
 
 type connShard struct {
 	mu       sync.Mutex
@@ -253,11 +306,19 @@ func New(opts Options) *Pacer {
 	if opts.MaxSchedules <= 0 {
 		opts.MaxSchedules = DefaultMaxSchedules
 	}
+	if opts.MaxSchedulesPerClient <= 0 {
+		opts.MaxSchedulesPerClient = opts.MaxSchedules / 16
+	}
+	opts.MaxSchedulesPerClient = min(opts.MaxSchedulesPerClient, opts.MaxSchedules)
 	p := &Pacer{opts: opts, seed: maphash.MakeSeed(), base: time.Now()}
 	p.perShard = max(1, opts.MaxSchedules/shardCount)
+	p.perClient = max(1, opts.MaxSchedulesPerClient/shardCount)
 	for i := range p.shards {
-		p.shards[i].next = make(map[uint64]int64)
-		p.shards[i].sweepAt = minSweep
+		s := &p.shards[i]
+		s.next = make(map[uint64]schedule)
+		s.held = make(map[uint64]int32)
+		s.sweepAt = minSweep
+		s.sweptAt = -int64(shareSweep)
 	}
 	for i := range p.conns {
 		p.conns[i].inFlight = make(map[uint64]conns)
@@ -272,11 +333,20 @@ func (p *Pacer) Mode() Mode { return p.opts.Mode }
 // for none.
 func (p *Pacer) MaxConnsPerOrigin() int { return p.opts.MaxConnsPerOrigin }
 
-// Identity names who shares a schedule: a credential's name, or else a
-// product token (compared case-insensitively, as robots.txt compares it).
+// MaxSchedulesPerClient is the bound on the schedules charged to one
+// client (Options.MaxSchedulesPerClient, its default filled in).
+func (p *Pacer) MaxSchedulesPerClient() int { return p.opts.MaxSchedulesPerClient }
+
+// Identity is who a request comes from. Its Credential's name, or else its
+// product Token (compared case-insensitively, as robots.txt compares it),
+// names the schedule it shares. Client names who is charged for a
+// schedule the request creates (a credential's name, an address: the
+// caller's choice), and has nothing to do with which schedule that is:
+// two clients of one identity share one.
 type Identity struct {
 	Credential string
 	Token      string
+	Client     string
 }
 
 // Admission is a request's passage through pacing. Done must be called
@@ -286,8 +356,11 @@ type Admission struct {
 	Outcome Outcome
 	// Waited is how long the request was held.
 	Waited time.Duration
-	// RetryAfter is when to come back, for TooEarly and Busy.
+	// RetryAfter is when to come back, for TooEarly, Busy and Full.
 	RetryAfter time.Duration
+	// ClientShare says, for Full, that what is full is the client's share
+	// of the table (Options.MaxSchedulesPerClient), not the table.
+	ClientShare bool
 
 	p         *Pacer
 	key       uint64
@@ -330,8 +403,8 @@ func (p *Pacer) Admit(ctx context.Context, origin string, who Identity, d Delay)
 		if p.opts.Shared != nil {
 			goOn = p.takeSharedSlot(ctx, &a, origin, who)
 		} else {
-			a.key = p.scheduleKey(origin, who)
-			goOn = p.takeSlot(ctx, &a)
+			a.key = p.scheduleKey(origin, &who)
+			goOn = p.takeSlot(ctx, &a, who.Client)
 		}
 		if !goOn {
 			return a
@@ -357,21 +430,45 @@ func (who Identity) schedule() (name string, kind byte) {
 	return who.Token, 't'
 }
 
-func (p *Pacer) scheduleKey(origin string, who Identity) uint64 {
+// scheduleKey is the key of who's schedule at origin: the hash of origin,
+// a zero byte, the kind and the name, a token in lower case. A key that
+// fits on the stack is hashed there in one call, which costs the on-time
+// path less than a maphash.Hash; who is a pointer for the same reason.
+func (p *Pacer) scheduleKey(origin string, who *Identity) uint64 {
+	name, kind := who.schedule()
+	var buf [128]byte
+	if n := len(origin) + 2 + len(name); n <= len(buf) {
+		copy(buf[:], origin)
+		buf[len(origin)], buf[len(origin)+1] = 0, kind
+		lowered(buf[len(origin)+2:n], name, kind)
+		return maphash.Bytes(p.seed, buf[:n])
+	}
 	var h maphash.Hash
 	h.SetSeed(p.seed)
 	h.WriteString(origin)
-	name, kind := who.schedule()
 	h.WriteByte(0)
 	h.WriteByte(kind)
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if kind == 't' && 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		h.WriteByte(c)
+	for len(name) > 0 {
+		n := min(len(name), len(buf))
+		lowered(buf[:n], name[:n], kind)
+		h.Write(buf[:n])
+		name = name[n:]
 	}
 	return h.Sum64()
+}
+
+// lowered copies name into dst, as long, in lower case when it is a
+// token (kind 't').
+func lowered(dst []byte, name string, kind byte) {
+	copy(dst, name)
+	if kind != 't' {
+		return
+	}
+	for i, c := range dst {
+		if 'A' <= c && c <= 'Z' {
+			dst[i] = c + 'a' - 'A'
+		}
+	}
 }
 
 // sharedKey names who's schedule at origin in the Shared schedules:
@@ -396,37 +493,53 @@ func sharedKey(origin string, who Identity) string {
 	return b.String()
 }
 
-// takeSlot takes the next start of a's schedule, holding the request for
-// it in ModeWait; false when the request goes no further (refused, or its
-// client gone), a.Outcome saying why.
-func (p *Pacer) takeSlot(ctx context.Context, a *Admission) bool {
+// takeSlot takes the next start of a's schedule, created for client when
+// there is none, holding the request for it in ModeWait; false when the
+// request goes no further (refused, or its client gone), a.Outcome saying
+// why.
+func (p *Pacer) takeSlot(ctx context.Context, a *Admission, client string) bool {
 	s := &p.shards[a.key%shardCount]
 	s.mu.Lock()
 	now := p.now()
-	next, known := s.next[a.key]
-	if next <= now {
-		if !known && !s.makeRoom(now, p.perShard) {
-			s.mu.Unlock()
-			p.full.Add(1)
-			a.Outcome, a.RetryAfter = Full, busyRetry
-			return p.opts.Mode == ModeAudit
+	e, known := s.next[a.key]
+	if e.next <= now {
+		// One that has passed but is not swept yet stays charged to the
+		// client that created it, whoever starts it again: no client is
+		// hashed on the common path.
+		if !known {
+			e.client = maphash.String(p.seed, client)
+			if why := s.claim(now, e.client, p); why != roomy {
+				s.mu.Unlock()
+				p.refuseFull(a, why)
+				return p.opts.Mode == ModeAudit
+			}
 		}
 		a.slot = now
-		s.next[a.key] = now + a.interval
+		s.next[a.key] = schedule{next: now + a.interval, client: e.client}
 		s.freeAt = min(s.freeAt, now+a.interval)
 		s.mu.Unlock()
 		return true
 	}
-	early := time.Duration(next - now)
+	early := time.Duration(e.next - now)
 	if p.opts.Mode != ModeWait || early > p.opts.MaxWait {
 		s.mu.Unlock()
 		a.Outcome, a.RetryAfter = TooEarly, early
 		return p.opts.Mode == ModeAudit
 	}
-	a.slot = next
-	s.next[a.key] = next + a.interval
+	a.slot = e.next
+	s.next[a.key] = schedule{next: e.next + a.interval, client: e.client}
 	s.mu.Unlock()
 	return p.hold(ctx, a, early)
+}
+
+// refuseFull turns a away for why.
+func (p *Pacer) refuseFull(a *Admission, why fullness) {
+	if why == shareFull {
+		p.shareFull.Add(1)
+	} else {
+		p.full.Add(1)
+	}
+	a.Outcome, a.RetryAfter, a.ClientShare = Full, busyRetry, why == shareFull
 }
 
 // takeSharedSlot is takeSlot on the Shared schedule of who at origin,
@@ -437,10 +550,10 @@ func (p *Pacer) takeSlot(ctx context.Context, a *Admission) bool {
 // Pacer's own schedule alone; when its client went away meanwhile, it goes
 // no further.
 func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string, who Identity) bool {
-	a.key = p.scheduleKey(origin, who)
+	a.key = p.scheduleKey(origin, &who)
 	s := &p.shards[a.key%shardCount]
 	s.mu.Lock()
-	own := s.next[a.key]
+	own := s.next[a.key].next
 	s.mu.Unlock()
 	if early := time.Duration(own - p.now()); early > 0 && (p.opts.Mode != ModeWait || early > p.opts.MaxWait) {
 		a.Outcome, a.RetryAfter = TooEarly, early
@@ -458,7 +571,7 @@ func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string,
 			return false
 		}
 		p.fallbacks.Add(1)
-		return p.takeSlot(ctx, a)
+		return p.takeSlot(ctx, a, who.Client)
 	}
 	p.sharedTakes.Add(1)
 	if !taken {
@@ -467,7 +580,7 @@ func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string,
 		return p.opts.Mode == ModeAudit
 	}
 	a.sharedKey, a.sharedSlot = key, slot
-	if early = p.keepStart(a, own, early); early <= 0 {
+	if early = p.keepStart(a, own, early, who.Client); early <= 0 {
 		return true
 	}
 	return p.hold(ctx, a, early)
@@ -475,23 +588,31 @@ func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string,
 
 // keepStart records in the Pacer's own schedule the start a took on the
 // Shared one, early from now, or own if later: the Pacer's own next start
-// before it asked. It returns how long until that start. A full table
-// leaves the start unrecorded: it bounds the Pacer's own schedules only,
-// and refuses nobody the Shared ones admit.
-func (p *Pacer) keepStart(a *Admission, own int64, early time.Duration) time.Duration {
+// before it asked. It returns how long until that start. A schedule it
+// creates is client's; a full table, or client's full share, leaves the
+// start unrecorded: they bound the Pacer's own schedules only, and refuse
+// nobody the Shared ones admit.
+func (p *Pacer) keepStart(a *Admission, own int64, early time.Duration, client string) time.Duration {
 	s := &p.shards[a.key%shardCount]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := p.now()
 	start := max(own, now+int64(early))
-	next, known := s.next[a.key]
+	e, known := s.next[a.key]
 	// A later start recorded meanwhile, by a request that asked after this
 	// one, stays.
-	if start+a.interval > next && (known || s.makeRoom(now, p.perShard)) {
-		a.slot = start
-		s.next[a.key] = start + a.interval
-		s.freeAt = min(s.freeAt, start+a.interval)
+	if start+a.interval <= e.next {
+		return time.Duration(start - now)
 	}
+	if !known {
+		e.client = maphash.String(p.seed, client)
+		if s.claim(now, e.client, p) != roomy {
+			return time.Duration(start - now)
+		}
+	}
+	a.slot = start
+	s.next[a.key] = schedule{next: start + a.interval, client: e.client}
+	s.freeAt = min(s.freeAt, start+a.interval)
 	return time.Duration(start - now)
 }
 
@@ -513,28 +634,68 @@ func (p *Pacer) hold(ctx context.Context, a *Admission, early time.Duration) boo
 	}
 }
 
-// makeRoom makes sure a new schedule fits, sweeping the schedules whose
-// time has passed once the map has doubled since the last sweep. A full
-// map is not swept again before one of its schedules can have passed: a
-// flood of new identities costs a lookup each, not a sweep each.
-func (s *shard) makeRoom(now int64, limit int) bool {
-	if len(s.next) < s.sweepAt && len(s.next) < limit {
-		return true
+// forget deletes key's schedule and the charge of client, its creator.
+func (s *shard) forget(key, client uint64) {
+	delete(s.next, key)
+	if n := s.held[client] - 1; n > 0 {
+		s.held[client] = n
+	} else {
+		delete(s.held, client)
 	}
-	if len(s.next) >= limit && now < s.freeAt {
-		return false
+}
+
+// claim makes room for a new schedule of client, the hash of its name, and
+// charges client for it. It returns roomy, or why the schedule does not
+// fit: the shard holds perShard schedules, or client perClient of them.
+// It sweeps the schedules whose time has passed once the map has doubled
+// since the last sweep. A full map is not swept again before one of its
+// schedules can have passed: a flood of new identities costs a lookup
+// each, not a sweep each; for a client at its share, not more often than
+// shareSweep either, since the map need not be full: the client's own
+// schedules that have passed wait for a sweep, and may wait that long.
+func (s *shard) claim(now int64, client uint64, p *Pacer) fullness {
+	grown := len(s.next) >= s.sweepAt
+	full := len(s.next) >= p.perShard
+	atShare := int(s.held[client]) >= p.perClient
+	if !grown && !full && !atShare {
+		s.held[client]++
+		return roomy
 	}
+	var sweep bool
+	switch {
+	case full:
+		sweep = now >= s.freeAt
+	case grown:
+		sweep = true
+	default: // at its share only
+		sweep = now >= s.freeAt && now-s.sweptAt >= int64(shareSweep)
+	}
+	if sweep {
+		s.sweep(now)
+	}
+	switch {
+	case int(s.held[client]) >= p.perClient:
+		return shareFull
+	case len(s.next) >= p.perShard:
+		return tableFull
+	}
+	s.held[client]++
+	return roomy
+}
+
+// sweep deletes the schedules whose time has passed.
+func (s *shard) sweep(now int64) {
 	first := int64(math.MaxInt64)
-	for k, t := range s.next {
-		if t <= now {
-			delete(s.next, k)
+	for k, e := range s.next {
+		if e.next <= now {
+			s.forget(k, e.client)
 		} else {
-			first = min(first, t)
+			first = min(first, e.next)
 		}
 	}
 	s.sweepAt = max(minSweep, 2*len(s.next))
 	s.freeAt = first
-	return len(s.next) < limit
+	s.sweptAt = now
 }
 
 // giveBack frees a's slot, on the Shared schedule and in the Pacer's own,
@@ -554,9 +715,15 @@ func (p *Pacer) giveBack(ctx context.Context, a *Admission) {
 	}
 	s := &p.shards[a.key%shardCount]
 	s.mu.Lock()
-	if s.next[a.key] == a.slot+a.interval {
-		s.next[a.key] = a.slot
-		s.freeAt = min(s.freeAt, a.slot)
+	if e, known := s.next[a.key]; known && e.next == a.slot+a.interval {
+		if a.slot <= p.now() {
+			// Back to a time that has passed: no schedule at all, and its
+			// client's charge goes with it.
+			s.forget(a.key, e.client)
+		} else {
+			s.next[a.key] = schedule{next: a.slot, client: e.client}
+			s.freeAt = min(s.freeAt, a.slot)
+		}
 	}
 	s.mu.Unlock()
 	a.slot = -1
@@ -673,6 +840,8 @@ var (
 		"Requests held now for their slot or for a connection (ROBOTSGATE_CRAWL_DELAY=wait).", nil, nil)
 	fullDesc = prometheus.NewDesc("robotsgate_pace_schedules_full_total",
 		"Requests of a new identity that found the schedule table full.", nil, nil)
+	shareFullDesc = prometheus.NewDesc("robotsgate_pace_client_share_full_total",
+		"Requests of a new identity whose client holds its share of the schedule table (ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT).", nil, nil)
 	sharedTakesDesc = prometheus.NewDesc("robotsgate_pace_shared_takes_total",
 		"Requests paced by the schedules the fleet shares.", nil, nil)
 	fallbacksDesc = prometheus.NewDesc("robotsgate_pace_shared_fallbacks_total",
@@ -685,6 +854,7 @@ func (p *Pacer) Describe(ch chan<- *prometheus.Desc) {
 	ch <- schedulesDesc
 	ch <- waitingDesc
 	ch <- fullDesc
+	ch <- shareFullDesc
 	if p.opts.Shared != nil {
 		ch <- sharedTakesDesc
 		ch <- fallbacksDesc
@@ -696,6 +866,7 @@ func (p *Pacer) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(schedulesDesc, prometheus.GaugeValue, float64(p.Schedules()))
 	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(p.waiting.Load()))
 	ch <- prometheus.MustNewConstMetric(fullDesc, prometheus.CounterValue, float64(p.full.Load()))
+	ch <- prometheus.MustNewConstMetric(shareFullDesc, prometheus.CounterValue, float64(p.shareFull.Load()))
 	if p.opts.Shared != nil {
 		ch <- prometheus.MustNewConstMetric(sharedTakesDesc, prometheus.CounterValue, float64(p.sharedTakes.Load()))
 		ch <- prometheus.MustNewConstMetric(fallbacksDesc, prometheus.CounterValue, float64(p.fallbacks.Load()))
@@ -709,8 +880,8 @@ func (p *Pacer) Schedules() int {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
-		for _, t := range s.next {
-			if t > now {
+		for _, e := range s.next {
+			if e.next > now {
 				n++
 			}
 		}

@@ -3,6 +3,7 @@ package pace
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -126,6 +127,44 @@ func TestWhoSharesASchedule(t *testing.T) {
 	})
 }
 
+// TestLongKeys: an origin and name too long to be hashed on the stack
+// name one schedule as a short one does: a token in any case, a
+// credential exactly, and a name differing in its last byte another.
+func TestLongKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Options{})
+		ctx := context.Background()
+		d := delay(time.Minute)
+		long := "https://" + strings.Repeat("a", 200) + ".example"
+		token := strings.Repeat("GPTBot", 50)
+		for _, c := range []struct {
+			origin string
+			first  Identity
+			same   []Identity
+			other  []Identity
+		}{
+			{long, gptbot, []Identity{{Token: "gptbot"}}, []Identity{{Token: "GPTBo"}}},
+			{origin, Identity{Token: token}, []Identity{{Token: strings.ToLower(token)}, {Token: strings.ToUpper(token)}},
+				[]Identity{{Token: token + "x"}, {Token: token[:len(token)-1]}}},
+			{origin, Identity{Credential: token}, nil, []Identity{{Credential: strings.ToLower(token)}, {Credential: token + "x"}}},
+		} {
+			if a := p.Admit(ctx, c.origin, c.first, d); a.Outcome != OnTime {
+				t.Fatalf("%.20s… at %.30s…: %v", c.first.Token+c.first.Credential, c.origin, a.Outcome)
+			}
+			for _, who := range c.same {
+				if a := p.Admit(ctx, c.origin, who, d); a.Outcome != TooEarly {
+					t.Errorf("%.20s… at %.30s…: %v, want the schedule of %.20s…", who.Token+who.Credential, c.origin, a.Outcome, c.first.Token+c.first.Credential)
+				}
+			}
+			for _, who := range c.other {
+				if a := p.Admit(ctx, c.origin, who, d); a.Outcome != OnTime {
+					t.Errorf("%.20s… at %.30s…: %v, want a schedule of its own", who.Token+who.Credential, c.origin, a.Outcome)
+				}
+			}
+		}
+	})
+}
+
 // TestIntervalFollowsRobots: a new robots.txt applies to the next request;
 // the schedule keeps only when the last one started.
 func TestIntervalFollowsRobots(t *testing.T) {
@@ -240,10 +279,11 @@ func TestCancelledWaiter(t *testing.T) {
 }
 
 // TestSchedulesExpire: a schedule lasts as long as it holds requests
-// back, and the table never holds more than its bound.
+// back, and the table never holds more than its bound. (One client, whose
+// share is the whole table: TestClientShare tells clients apart.)
 func TestSchedulesExpire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := New(Options{MaxSchedules: 2 * shardCount})
+		p := New(Options{MaxSchedules: 2 * shardCount, MaxSchedulesPerClient: 2 * shardCount})
 		ctx := context.Background()
 		p.Admit(ctx, origin, gptbot, delay(time.Second))
 		if n := p.Schedules(); n != 1 {
@@ -382,7 +422,7 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 	d := delay(time.Nanosecond)
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
-		a := p.Admit(ctx, origin, Identity{Token: "GPTBot"}, d)
+		a := p.Admit(ctx, origin, Identity{Token: "GPTBot", Client: "192.0.2.1:"}, d)
 		a.Done()
 	})
 	if allocs != 0 {
@@ -411,7 +451,7 @@ func BenchmarkAdmit(b *testing.B) {
 	p := New(Options{})
 	d := delay(time.Nanosecond)
 	ctx := context.Background()
-	who := Identity{Token: "GPTBot"}
+	who := Identity{Token: "GPTBot", Client: "192.0.2.1:"}
 	b.ReportAllocs()
 	for b.Loop() {
 		a := p.Admit(ctx, "https://www.example.com", who, d)
