@@ -42,9 +42,10 @@ const (
 	// maxHeaderBytes bounds an origin's response headers.
 	maxHeaderBytes = 64 << 10
 	// firstReadBytes is the most a body's buffer is given before any of
-	// it arrives: it grows with what arrives, never with what the origin
-	// announces, so a stalled origin that announces the parse limit and
-	// sends a little costs a little for the whole fetch timeout.
+	// it arrives: past it, the buffer grows with what arrives, never with
+	// what the origin announces, so a stalled origin that announces the
+	// parse limit and sends a little costs a little for the whole fetch
+	// timeout.
 	firstReadBytes = 64 << 10
 	// drainBytes is the most of an unused body read so that its
 	// connection can carry the next request (a redirect to the same host).
@@ -531,7 +532,7 @@ func (f *Fetcher) get(ctx context.Context, u *url.URL) (*http.Response, error) {
 // parse slot before ctx ended, a limit of this instance's (see
 // ParseSlotError).
 func (f *Fetcher) readRules(ctx context.Context, resp *http.Response, res *Result) []byte {
-	body, err := readLimited(resp.Body, f.opts.MaxBytes+1)
+	body, err := readLimited(resp.Body, f.opts.MaxBytes+1, resp.ContentLength)
 	res.Bytes = len(body)
 	if err != nil {
 		res.failNetwork(fmt.Errorf("read body of %s: %w", res.FinalURL, err))
@@ -645,11 +646,16 @@ func drain(resp *http.Response) {
 }
 
 // readLimited reads r to its end or until it holds limit bytes, whichever
-// comes first. Its buffer starts at firstReadBytes at most and doubles as
-// bytes arrive, up to limit bytes: it is never more than twice what was
-// read, plus firstReadBytes, whatever the origin announced.
-func readLimited(r io.Reader, limit int) ([]byte, error) {
-	buf := make([]byte, 0, min(firstReadBytes, limit))
+// comes first. Its first buffer is sizeHint+1 bytes (sizeHint is the
+// Content-Length, -1 when unknown: 8 KiB then), at most firstReadBytes;
+// it doubles as bytes arrive, up to limit bytes. So it is never more than
+// twice what was read, plus firstReadBytes, whatever the origin announced.
+func readLimited(r io.Reader, limit int, sizeHint int64) ([]byte, error) {
+	size := 8 << 10
+	if sizeHint >= 0 {
+		size = int(min(sizeHint+1, firstReadBytes)) // the +1 meets the end without growing
+	}
+	buf := make([]byte, 0, min(size, limit))
 	for len(buf) < limit {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(2*cap(buf), limit))
