@@ -199,9 +199,6 @@ const (
 	// per entry of this size that fits in the budget, as ristretto advises.
 	typicalEntryBytes = 4 << 10
 	minCounters       = 1 << 10
-	// windowShare is the fraction (1/windowShare) of MaxBytes given to the
-	// admission window.
-	windowShare = 16
 	// ttlTickerSeconds sets how often ristretto drops expired entries
 	// (every half of it). Expired entries are already invisible to Get, so
 	// this only bounds how long their memory lingers; a slow ticker keeps
@@ -213,11 +210,15 @@ const (
 // concurrent use. It is a prometheus.Collector of its Stats (see Collect).
 //
 // Storage is a ristretto cache bounded by cost (Result.Cost plus a fixed
-// per-entry overhead), with a small LRU beside it, 1/16 of MaxBytes, for
-// just-loaded values ristretto's admission policy refuses. An entry stays in memory until it is of no further use:
-// past both its next reload time and the end of its stale-serving horizon,
-// plus Options.MaxRetryAfter so that the failure count of a key that keeps
-// failing survives between retries. Ristretto's TTL drops it then.
+// per-entry overhead), with a small LRU beside it, the admission window,
+// for just-loaded values ristretto's admission policy refuses: 1/16 of
+// MaxBytes, or room for a value of Options.LargestCost if that is more (at
+// most half of MaxBytes), so that no value a load may produce is loaded
+// again on every Get for want of room. An entry stays in memory until it
+// is of no further use: past both its next reload time and the end of its
+// stale-serving horizon, plus Options.MaxRetryAfter so that the failure
+// count of a key that keeps failing survives between retries. Ristretto's
+// TTL drops it then.
 //
 // A Cache made by NewShared has a second level, a Store shared with the
 // Caches of other processes, which it consults when it holds no fresh
@@ -304,7 +305,7 @@ func New[V any](opts Options, load LoadFunc[V]) (*Cache[V], error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	windowBytes := opts.MaxBytes / windowShare
+	windowBytes := opts.windowBytes()
 	window, err := newAdmissionWindow[V](windowBytes)
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
@@ -708,7 +709,7 @@ func (c *Cache[V]) store(key string, e, prev *entry[V], prevInMain bool) {
 	c.rejections.Add(1)
 	if !c.window.put(key, e) {
 		c.uncacheable.Add(1)
-		c.log.Warn("cache: value too large to cache", "key", key, "cost", e.cost, "max_bytes", c.opts.MaxBytes)
+		c.log.Warn("cache: value too large to cache", "key", key, "cost", e.cost, "largest_kept", c.opts.LargestKept(), "max_bytes", c.opts.MaxBytes)
 	}
 }
 

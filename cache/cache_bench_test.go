@@ -113,7 +113,7 @@ func benchmarkEntryOverhead(b *testing.B, opts Options, maxAge func(i int) time.
 // of a new key, which evicts the least recently used one.
 func BenchmarkAdmissionWindow(b *testing.B) {
 	const (
-		maxBytes = DefaultMaxBytes / windowShare
+		maxBytes = DefaultMaxBytes / windowDivisor
 		cost     = typicalEntryBytes + entryOverhead
 		held     = int(maxBytes / cost)
 	)

@@ -135,6 +135,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"negative RetryAfter", func(o *Options) { o.RetryAfter = -time.Second }, []string{"RetryAfter must not be negative"}},
 		{"negative MaxRetryAfter", func(o *Options) { o.MaxRetryAfter = -time.Second }, []string{"MaxRetryAfter must not be negative"}},
 		{"negative MaxStale", func(o *Options) { o.MaxStale = -time.Second }, []string{"MaxStale must not be negative"}},
+		{"negative LargestCost", func(o *Options) { o.LargestCost = -1 }, []string{"LargestCost must not be negative, got -1"}},
 		{"MinAge above MaxAge", func(o *Options) { o.MinAge, o.MaxAge = 2*time.Hour, time.Hour }, []string{"MinAge (2h0m0s) must not exceed MaxAge (1h0m0s)"}},
 		{"RetryAfter above MaxRetryAfter", func(o *Options) { o.RetryAfter = 20 * time.Minute }, []string{"RetryAfter (20m0s) must not exceed MaxRetryAfter (15m0s)"}},
 		{"empty MetricsPrefix", func(o *Options) { o.MetricsPrefix = "" }, []string{`MetricsPrefix "" does not make valid metric names`}},
@@ -804,7 +805,7 @@ func TestJustLoadedIsInMemoryNearBudget(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 
-	residents := int((maxBytes - maxBytes/windowShare) / (cost + entryOverhead)) // fill ristretto's share
+	residents := int((maxBytes - maxBytes/windowDivisor) / (cost + entryOverhead)) // fill ristretto's share
 	for i := range residents {
 		get(t, c, fmt.Sprintf("https://resident-%d.example:443", i), "", SourceLoaded)
 	}
@@ -859,12 +860,76 @@ func TestRefusedValueIsServedFromWindow(t *testing.T) {
 	}
 	s := c.Stats()
 	perEntry := int64(10_000 + entryOverhead)
-	fit := maxBytes / windowShare / perEntry
+	fit := maxBytes / windowDivisor / perEntry
 	if s.Rejections != keys || s.Evictions != keys-uint64(fit) || s.CostBytes != fit*perEntry {
 		t.Errorf("Stats = %+v; want %d rejections, %d in the window", s, keys, fit)
 	}
 	// The oldest keys left the window and load again.
 	get(t, c, "https://new-0.example:443", "https://new-0.example:443#2", SourceLoaded)
+}
+
+// TestWindowRoomForLargestCost: the admission window is 1/16 of the
+// budget, or room for a value of LargestCost if that is more, up to half
+// the budget; ristretto holds the rest, so the two add up to MaxBytes.
+func TestWindowRoomForLargestCost(t *testing.T) {
+	const maxBytes = 64 << 20
+	for _, tt := range []struct {
+		maxBytes, largest, wantWindow int64
+	}{
+		{maxBytes, 0, maxBytes / 16},
+		{maxBytes, 1 << 20, maxBytes / 16},
+		{maxBytes, 13 << 20, 13<<20 + entryOverhead},
+		{maxBytes, maxBytes/2 - entryOverhead, maxBytes / 2},
+		{maxBytes, maxBytes, maxBytes / 2},
+		{MinMaxBytes, 0, MinMaxBytes / 16},
+		{MinMaxBytes, 5 << 20, MinMaxBytes / 2},
+	} {
+		o := withOptions(func(o *Options) { o.MaxBytes, o.LargestCost = tt.maxBytes, tt.largest })
+		c := newCache(t, o, newOrigin(Result[string]{}).load)
+		window, main := c.window.maxBytes, c.main.MaxCost()
+		c.Close()
+		if window != tt.wantWindow || window+main != tt.maxBytes {
+			t.Errorf("MaxBytes %d, LargestCost %d: window %d, ristretto %d; want window %d, the two adding up to MaxBytes",
+				tt.maxBytes, tt.largest, window, main, tt.wantWindow)
+		}
+		if kept := o.LargestKept(); kept != window-entryOverhead || (kept < tt.largest) != (tt.largest+entryOverhead > tt.maxBytes/2) {
+			t.Errorf("MaxBytes %d, LargestCost %d: LargestKept %d", tt.maxBytes, tt.largest, kept)
+		}
+	}
+}
+
+// TestLargestCostIsNotLoadedOnEveryGet: a value of LargestCost that
+// ristretto refuses (here every value: its budget is swapped for one
+// smaller than any) is kept in the admission window and loaded once;
+// without LargestCost a value larger than the usual window was loaded by
+// every Get.
+func TestLargestCostIsNotLoadedOnEveryGet(t *testing.T) {
+	const cost = 6 << 20 // past the usual window of a 64 MiB budget, 4 MiB
+	for _, tt := range []struct {
+		largest   int64
+		wantLoads int
+	}{
+		{cost, 1},
+		{0, 20},
+	} {
+		o := newOrigin(Result[string]{Cost: cost})
+		c := newCache(t, withOptions(func(o *Options) { o.LargestCost = tt.largest }), o.load)
+		c.main.Close()
+		var err error
+		if c.main, err = ristretto.NewCache(c.ristrettoConfig(1)); err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			if _, _, err := c.Get(context.Background(), "big"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := c.Stats()
+		c.Close()
+		if n := o.count("big"); n != tt.wantLoads || s.CostBytes > s.MaxBytes {
+			t.Errorf("LargestCost %d: %d loads, want %d; %+v", tt.largest, n, tt.wantLoads, s)
+		}
+	}
 }
 
 func TestTooLargeValueIsServedNotCached(t *testing.T) {

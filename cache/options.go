@@ -47,6 +47,15 @@ type Options struct {
 	RetryAfter time.Duration
 	// MaxRetryAfter caps the doubling of RetryAfter; at least RetryAfter.
 	MaxRetryAfter time.Duration
+	// LargestCost is the largest Result.Cost the LoadFunc may produce (0:
+	// no promise). A just-loaded value that ristretto's admission policy
+	// refuses waits for admission in the admission window (see Cache),
+	// which is made large enough to hold a value of this cost, though at
+	// most half of MaxBytes; ristretto gets the rest, so the budget stays
+	// MaxBytes. A value larger than the window holds (see LargestKept) is
+	// served to the Gets that waited for it but may not be cached: then
+	// every Get loads it again. Not negative.
+	LargestCost int64
 	// MaxStale is how long, counted from its successful load, a good value
 	// keeps being served while later loads fail. Zero serves no stale
 	// value: once a value is past its freshness, a failed load is returned.
@@ -73,11 +82,31 @@ func DefaultOptions() Options {
 	}
 }
 
+// windowDivisor sets the admission window's usual size, 1/windowDivisor
+// of MaxBytes: room for the few values ristretto refuses at a time.
+const windowDivisor = 16
+
+// windowBytes is the admission window's share of MaxBytes: its usual
+// size, or room for a value of LargestCost, whichever is larger, up to
+// half of MaxBytes.
+func (o Options) windowBytes() int64 {
+	return min(max(o.MaxBytes/windowDivisor, o.LargestCost+entryOverhead), o.MaxBytes/2)
+}
+
+// LargestKept is the largest Result.Cost the cache always keeps, however
+// full it is of other values: what fits in its admission window beside
+// the cache's own per-entry overhead. It is at least LargestCost unless
+// LargestCost is more than about half of MaxBytes.
+func (o Options) LargestKept() int64 { return o.windowBytes() - entryOverhead }
+
 // validate reports every invalid field of o, each error naming its field.
 func (o Options) validate() error {
 	var errs []error
 	if o.MaxBytes < MinMaxBytes {
 		errs = append(errs, fmt.Errorf("MaxBytes must be at least %d (1 MiB), got %d", MinMaxBytes, o.MaxBytes))
+	}
+	if o.LargestCost < 0 {
+		errs = append(errs, fmt.Errorf("LargestCost must not be negative, got %d", o.LargestCost))
 	}
 	durations := []struct {
 		name     string

@@ -153,16 +153,31 @@ func (c *Config) ClientLimits() proxy.ClientLimits {
 // CacheOptions are the robots.txt cache's options: its defaults, changed
 // where a variable says so. Every value passes as it is: a zero
 // ROBOTSGATE_MAX_STALE serves no stale copy, a zero
-// ROBOTSGATE_CACHE_MIN_AGE sets no floor.
+// ROBOTSGATE_CACHE_MIN_AGE sets no floor. Its LargestCost is the most a
+// robots.txt of ROBOTSGATE_PARSE_LIMIT may keep once parsed, so that the
+// cache has room for any file; when ROBOTSGATE_CACHE_MAX_BYTES is too
+// small to keep that much for one origin, log (unless nil) warns: such a
+// file is then fetched for every request to its origin.
 func (c *Config) CacheOptions(log *slog.Logger) cache.Options {
 	o := cache.DefaultOptions()
 	o.MaxBytes = int64(c.CacheMaxBytes)
+	o.LargestCost = fetch.MaxRetainedBytes(int(c.ParseLimit))
 	o.MaxAge = c.CacheMaxAge
 	o.MinAge = c.CacheMinAge
 	o.RetryAfter = c.UnreachableRetry
 	o.MaxStale = c.MaxStale
 	o.MetricsPrefix = proxy.RulesMetricsPrefix
 	o.Logger = log
+	if kept := o.LargestKept(); kept < o.LargestCost && log != nil {
+		// Twice the cost is enough: the window may take half the budget,
+		// and 64 KiB covers its per-entry overhead.
+		const mib = int64(MiB)
+		enough := (2*o.LargestCost + 64<<10 + mib - 1) / mib * mib
+		log.Warn(fmt.Sprintf("ROBOTSGATE_CACHE_MAX_BYTES (%s) is too small for ROBOTSGATE_PARSE_LIMIT (%s): a robots.txt of the parse limit may keep up to %.1f MiB once parsed, but the cache keeps at most %.1f MiB for one origin; such a file may be fetched and parsed again for every request to its origin. Set ROBOTSGATE_CACHE_MAX_BYTES to at least %s, or lower ROBOTSGATE_PARSE_LIMIT",
+			c.CacheMaxBytes, c.ParseLimit, float64(o.LargestCost)/float64(mib), float64(kept)/float64(mib), ByteSize(enough)),
+			"cache_max_bytes", int64(c.CacheMaxBytes), "parse_limit", int64(c.ParseLimit),
+			"largest_cost", o.LargestCost, "largest_kept", kept, "enough", enough)
+	}
 	return o
 }
 

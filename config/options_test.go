@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"crypto/x509"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -201,11 +202,54 @@ func TestCacheReceives(t *testing.T) {
 			defer c.Close()
 			want := cache.DefaultOptions()
 			want.MetricsPrefix = proxy.RulesMetricsPrefix
+			want.LargestCost = fetch.MaxRetainedBytes(500 << 10)
 			tt.change(&want)
 			if got := c.Options(); got != want {
 				t.Errorf("the cache works with\n%+v\nwant\n%+v", got, want)
 			}
 		})
+	}
+}
+
+// TestCacheRoomForTheLargestFile: the cache is told what the costliest
+// robots.txt of ROBOTSGATE_PARSE_LIMIT may cost, and a budget that cannot
+// keep that much for one origin is warned about at start, naming both
+// variables and the budget that is enough.
+func TestCacheRoomForTheLargestFile(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		environ   map[string]string
+		parse     int
+		wantWarn  bool
+		wantWords []string
+	}{
+		{nil, 500 << 10, false, nil},
+		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "16MiB"}, 500 << 10, true,
+			[]string{"ROBOTSGATE_CACHE_MAX_BYTES (16 MiB) is too small for ROBOTSGATE_PARSE_LIMIT (500 KiB)", "fetched and parsed again for every request to its origin", "at least 27 MiB"}},
+		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "27MiB"}, 500 << 10, false, nil},
+		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "1MiB"}, 500 << 10, true, []string{"(1 MiB)", "at least 27 MiB"}},
+		{map[string]string{"ROBOTSGATE_PARSE_LIMIT": "1MiB"}, 1 << 20, false, nil},
+		{map[string]string{"ROBOTSGATE_PARSE_LIMIT": "2MiB"}, 2 << 20, true, []string{"ROBOTSGATE_PARSE_LIMIT (2 MiB)", "ROBOTSGATE_CACHE_MAX_BYTES (64 MiB)"}},
+	} {
+		environ := map[string]string{"ROBOTSGATE_MITM": "false"}
+		maps.Copy(environ, tt.environ)
+		cfg, err := LoadFrom(environ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs strings.Builder
+		o := cfg.CacheOptions(slog.New(slog.NewTextHandler(&logs, nil)))
+		if o.LargestCost != fetch.MaxRetainedBytes(tt.parse) {
+			t.Errorf("%v: LargestCost %d, want %d", tt.environ, o.LargestCost, fetch.MaxRetainedBytes(tt.parse))
+		}
+		if warned := strings.Contains(logs.String(), "level=WARN"); warned != tt.wantWarn || !tt.wantWarn && o.LargestKept() < o.LargestCost {
+			t.Errorf("%v: warned %v (largest kept %d, largest cost %d); want %v. Log:\n%s", tt.environ, warned, o.LargestKept(), o.LargestCost, tt.wantWarn, logs.String())
+		}
+		for _, w := range tt.wantWords {
+			if !strings.Contains(logs.String(), w) {
+				t.Errorf("%v: the warning does not say %q:\n%s", tt.environ, w, logs.String())
+			}
+		}
 	}
 }
 

@@ -25,7 +25,10 @@ import (
 //     real robots.txt, about 19,000 Disallow lines of 27 bytes;
 //   - short-rules: 500 KiB of short distinct "Allow: /<n>/index.htm" lines,
 //     which a site may legally serve and which cost the parser several
-//     times more per byte (each is a rule, and an implied one).
+//     times more per byte (each is a rule, and an implied one);
+//   - names: 500 KiB of distinct "User-agent: a<n>" lines after a group
+//     for every crawler, the costliest file per byte robotsgate keeps (see
+//     robots.MaxRetainedPerByte), about 11 times its size;
 //
 // and
 //
@@ -41,16 +44,18 @@ import (
 // the resident set at their peaks and after (heap-MiB-peak,
 // heap-MiB-after, rss-MiB-peak, rss-MiB-after), the heap size that
 // triggers the next collection after (gc-goal-MiB: about twice the heap
-// live at the last collection with GOGC=100), and the peak resident set
-// per byte charged to the cache (rss/cache). No GC is forced in the
-// proxy, so the heap includes garbage, as it does in service. ns/op is the
-// time per origin.
+// live at the last collection with GOGC=100), the peak resident set per
+// byte charged to the cache (rss/cache), and the proxy's CPU time per
+// origin and garbage collections during the crawl (cpu-ms/origin, gcs).
+// No GC is forced in the proxy, so the heap includes garbage, as it does
+// in service; GOMEMLIMIT, when set, reaches the proxy. ns/op is the time
+// per origin.
 //
 // b.N is the number of origins, so give it as a count:
 //
 //	go test ./integration -run '^$' -bench '^BenchmarkRobotsMemory$' -benchtime 1000x
 func BenchmarkRobotsMemory(b *testing.B) {
-	oracle, short := realRobotsTxt(b), shortRulesRobotsTxt()
+	oracle, short, names := realRobotsTxt(b), shortRulesRobotsTxt(), namesRobotsTxt()
 	for _, bc := range []struct {
 		name string
 		body []byte
@@ -60,6 +65,7 @@ func BenchmarkRobotsMemory(b *testing.B) {
 		{"real/denied", oracle, "/cds/page", http.StatusForbidden},
 		{"real/allowed", oracle, "/page", http.StatusOK},
 		{"short-rules/denied", short, "/private/page", http.StatusForbidden},
+		{"names/denied", names, "/private/page", http.StatusForbidden},
 	} {
 		b.Run(bc.name, func(b *testing.B) { benchRobotsMemory(b, bc.body, bc.path, bc.want) })
 	}
@@ -131,6 +137,20 @@ func shortRulesRobotsTxt() []byte {
 	}
 }
 
+// namesRobotsTxt is a robots.txt of about robotsBytes whose group for
+// every crawler disallows /private/, followed by distinct user-agent lines
+// that name no rules: each name keeps a rule set of its own.
+func namesRobotsTxt() []byte {
+	body := []byte("User-agent: *\nDisallow: /private/\n")
+	for i := 0; ; i++ {
+		line := "User-agent: a" + strconv.FormatInt(int64(i), 36) + "\n"
+		if len(body)+len(line) > robotsBytes {
+			return body
+		}
+		body = append(body, line...)
+	}
+}
+
 // memoryPeaks are the metrics whose largest value during the crawl is
 // reported.
 var memoryPeaks = []string{"go_memstats_heap_inuse_bytes", "process_resident_memory_bytes", "robotsgate_robots_cache_bytes"}
@@ -181,6 +201,8 @@ func benchRobotsMemory(b *testing.B, body []byte, path string, want int) {
 	if cache > 0 {
 		b.ReportMetric(peaks["process_resident_memory_bytes"]/cache, "rss/cache")
 	}
+	b.ReportMetric((after["process_cpu_seconds_total"]-before["process_cpu_seconds_total"])*1000/float64(b.N), "cpu-ms/origin")
+	b.ReportMetric(after["go_gc_duration_seconds_count"]-before["go_gc_duration_seconds_count"], "gcs")
 	b.Logf("%d origins of %d bytes: cache %.1f MiB (peak %.1f, %v evicted); heap_inuse %.1f -> peak %.1f -> %.1f MiB; heap_alloc %.1f MiB, next GC at %.1f MiB; heap_released %.1f MiB; rss %.1f -> peak %.1f -> %.1f MiB; goroutines %v -> %v; open fds %v -> %v",
 		b.N, len(body), mib(cache), mib(peaks["robotsgate_robots_cache_bytes"]), after["robotsgate_robots_cache_evictions_total"],
 		mib(before["go_memstats_heap_inuse_bytes"]), mib(peaks["go_memstats_heap_inuse_bytes"]), mib(after["go_memstats_heap_inuse_bytes"]),

@@ -30,13 +30,19 @@ func (d *decision) shareKey() string {
 	return clientKey(d.rec.Client)
 }
 
-// noFetchSlot answers a request whose robots.txt was not fetched for want
-// of a free fetch slot: robotsgate's own limit, not the origin's answer,
-// so 503 with Retry-After, never a verdict. It returns nil for any other
-// result.
+// noFetchSlot answers a request whose robots.txt was not fetched, or not
+// parsed, for want of a free fetch or parse slot: robotsgate's own limit,
+// not the origin's answer, so 503 with Retry-After, never a verdict. It
+// returns nil for any other result.
 func (d *decision) noFetchSlot(result *fetch.Result) *page {
 	if result.Err == nil {
 		return nil // the usual case, without the cost of errors.As
+	}
+	if _, ok := errors.AsType[*fetch.ParseSlotError](result.Err); ok {
+		p := d.failPage(http.StatusServiceUnavailable, "robotsgate has no free robots.txt parse slot: all of them are in use (one per CPU)", result.Err)
+		// A parse takes milliseconds: the line is short.
+		p.header.Set("Retry-After", "1")
+		return p
 	}
 	slotErr, ok := errors.AsType[*fetch.SlotError](result.Err)
 	if !ok {

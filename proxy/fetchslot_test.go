@@ -53,11 +53,14 @@ func TestNoFetchSlot(t *testing.T) {
 		name       string
 		err        error
 		wantReason string
+		retryAfter string
 	}{
 		{"share", &fetch.SlotError{Held: 2, PerClient: 2, MaxConcurrent: 8, Waited: 5 * time.Second, Timeout: 5 * time.Second},
-			"robotsgate has no free robots.txt fetch slot for this client: its robots.txt fetches under way fill its share (ROBOTSGATE_MAX_FETCHES_PER_CLIENT)"},
+			"robotsgate has no free robots.txt fetch slot for this client: its robots.txt fetches under way fill its share (ROBOTSGATE_MAX_FETCHES_PER_CLIENT)", "5"},
 		{"all", &fetch.SlotError{Held: 1, PerClient: 2, MaxConcurrent: 8, Waited: 5 * time.Second, Timeout: 5 * time.Second},
-			"robotsgate has no free robots.txt fetch slot for this client: all of them are in use (ROBOTSGATE_MAX_FETCHES)"},
+			"robotsgate has no free robots.txt fetch slot for this client: all of them are in use (ROBOTSGATE_MAX_FETCHES)", "5"},
+		{"parse", &fetch.ParseSlotError{Origin: "http://example.com", MaxParses: 2, Waited: 4 * time.Second},
+			"robotsgate has no free robots.txt parse slot: all of them are in use (one per CPU)", "1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := p.srv.newDecision(r, nil)
@@ -65,8 +68,8 @@ func TestNoFetchSlot(t *testing.T) {
 			if page == nil {
 				t.Fatal("no answer")
 			}
-			if page.status != http.StatusServiceUnavailable || page.header.Get("Retry-After") != "5" {
-				t.Errorf("answer %d, Retry-After %q; want 503, 5", page.status, page.header.Get("Retry-After"))
+			if page.status != http.StatusServiceUnavailable || page.header.Get("Retry-After") != c.retryAfter {
+				t.Errorf("answer %d, Retry-After %q; want 503, %s", page.status, page.header.Get("Retry-After"), c.retryAfter)
 			}
 			if d.rec.Verdict != robots.VerdictError || d.rec.Reason != c.wantReason || d.rec.Status != http.StatusServiceUnavailable || d.rec.Error != c.err.Error() {
 				t.Errorf("record: verdict %q, reason %q, status %d, error %q", d.rec.Verdict, d.rec.Reason, d.rec.Status, d.rec.Error)

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +41,12 @@ const (
 	MaxRedirects = 5
 	// maxHeaderBytes bounds an origin's response headers.
 	maxHeaderBytes = 64 << 10
+	// firstReadBytes is the most a body's buffer is given before any of
+	// it arrives: past it, the buffer grows with what arrives, never with
+	// what the origin announces, so a stalled origin that announces the
+	// parse limit and sends a little costs a little for the whole fetch
+	// timeout.
+	firstReadBytes = 64 << 10
 	// drainBytes is the most of an unused body read so that its
 	// connection can carry the next request (a redirect to the same host).
 	drainBytes = 4 << 10
@@ -151,6 +158,15 @@ type Options struct {
 	// less means DefaultMaxConcurrent, and DefaultMaxPerClient; MaxPerClient
 	// is at most MaxConcurrent.
 	MaxConcurrent, MaxPerClient int
+	// MaxParses bounds the bodies parsed at once, all clients together:
+	// parsing is CPU-bound, and a parse of a large body allocates several
+	// times its size, so more parses at once than CPUs would only hold
+	// more memory. A parse waits for a free one, within its fetch's
+	// Timeout; a parse slot that frees goes to the waiting client that
+	// holds the fewest. A body that got none is not parsed: the fetch ends
+	// unreachable with a *[ParseSlotError], which [Fetcher.Load] keeps out
+	// of every cache. Zero or less means runtime.GOMAXPROCS(0).
+	MaxParses int
 	// Share makes [Fetcher.Load] encode each result for a fleet's shared
 	// store (cache.Result.Shared), which [Fetcher.Decode] reads back: the
 	// body as fetched, parsed again by each instance. Off, nothing is
@@ -176,6 +192,7 @@ func DefaultMaxPerClient(maxConcurrent int) int { return max(maxConcurrent/4, 1)
 type Fetcher struct {
 	opts      Options       // as New filled them in
 	slots     *slots        // the fetches under way
+	parses    *slots        // the parses under way, one client's up to all
 	upstream  *egress.Proxy // nil: origins are fetched directly
 	transport *http.Transport
 	dialer    net.Dialer
@@ -210,12 +227,16 @@ func newFetcher(opts Options, resolver egress.Resolver) *Fetcher {
 		opts.MaxPerClient = DefaultMaxPerClient(opts.MaxConcurrent)
 	}
 	opts.MaxPerClient = min(opts.MaxPerClient, opts.MaxConcurrent)
+	if opts.MaxParses <= 0 {
+		opts.MaxParses = runtime.GOMAXPROCS(0)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	f := &Fetcher{
 		opts:   opts,
 		slots:  newSlots(opts.MaxConcurrent, opts.MaxPerClient),
+		parses: newSlots(opts.MaxParses, opts.MaxParses),
 		parser: robots.Parser{MaxBytes: opts.MaxBytes, KeepIgnored: opts.KeepIgnored},
 	}
 	connect := opts.ConnectTimeout
@@ -317,7 +338,8 @@ type Result struct {
 	Duration time.Duration
 	// Err says why the outcome is not OK: a *StatusError, one of the
 	// redirect errors, or the network error, each with the URL; a
-	// *SlotError when robots.txt was not fetched at all.
+	// *SlotError when robots.txt was not fetched at all, a
+	// *ParseSlotError when it was fetched but not parsed.
 	Err error
 	// FetchedAt is when the fetch ended.
 	FetchedAt time.Time
@@ -338,6 +360,22 @@ func (r *Result) RetainedBytes() int64 {
 		n += 128 + 2*int64(len(r.Err.Error()))
 	}
 	return n
+}
+
+// maxResultBytes bounds what a Result keeps beside its rules (see
+// RetainedBytes): itself and its origin; its final URL, a Location within
+// maxHeaderBytes that url.URL.String may escape to three times its length;
+// and, when it failed, an error whose message names up to two such URLs,
+// or quotes a Location (up to four bytes per byte), counted twice.
+const maxResultBytes = 20 * maxHeaderBytes
+
+// MaxRetainedBytes is the most [Result.RetainedBytes] of a fetch by a
+// Fetcher whose parse limit is maxBytes (zero or less:
+// robots.DefaultMaxBytes) and that does not keep ignored lines: the room
+// a cache must have for any robots.txt (cache.Options.LargestCost) so
+// that none is fetched again on every request for want of it.
+func MaxRetainedBytes(maxBytes int) int64 {
+	return robots.MaxRetained(maxBytes) + maxResultBytes
 }
 
 // Fetch fetches origin's robots.txt and parses it. origin is an http or
@@ -432,7 +470,7 @@ func (f *Fetcher) fetch(ctx context.Context, res *Result) []byte {
 		res.Freshness = freshnessOf(resp.Header, time.Now())
 		code := resp.StatusCode
 		if 200 <= code && code <= 299 {
-			body := f.readRules(resp, res)
+			body := f.readRules(ctx, resp, res)
 			resp.Body.Close()
 			return body
 		}
@@ -488,20 +526,63 @@ func (f *Fetcher) get(ctx context.Context, u *url.URL) (*http.Response, error) {
 	return resp, nil
 }
 
-// readRules reads a 2xx body up to the parse limit and parses it, and
-// returns the body parsed. A body cut short by the network is no
-// robots.txt: unreachable, and nil.
-func (f *Fetcher) readRules(resp *http.Response, res *Result) []byte {
+// readRules reads a 2xx body up to the parse limit and parses it once a
+// parse slot is free, and returns the body parsed. A body cut short by the
+// network is no robots.txt: unreachable, and nil; so is one that found no
+// parse slot before ctx ended, a limit of this instance's (see
+// ParseSlotError).
+func (f *Fetcher) readRules(ctx context.Context, resp *http.Response, res *Result) []byte {
 	body, err := readLimited(resp.Body, f.opts.MaxBytes+1, resp.ContentLength)
 	res.Bytes = len(body)
 	if err != nil {
 		res.failNetwork(fmt.Errorf("read body of %s: %w", res.FinalURL, err))
 		return nil
 	}
+	rules, slotErr := f.parse(ctx, res.Origin, body)
+	if slotErr != nil {
+		if err := ctx.Err(); errors.Is(err, context.Canceled) {
+			res.failNetwork(fmt.Errorf("robots.txt fetch of %s: %w", res.Origin, err))
+		} else {
+			res.fail(robots.OutcomeUnreachable, "robots.txt not parsed: no free parse slot", slotErr)
+		}
+		return nil
+	}
 	res.Truncated = len(body) > f.opts.MaxBytes
 	res.Outcome = robots.OutcomeOK
-	res.Robots = f.parser.Parse(body)
+	res.Robots = rules
 	return body
+}
+
+// parse parses origin's body once a parse slot is free for the client ctx
+// names, waiting at most until ctx ends or for the Timeout; it fails with
+// a *ParseSlotError when none came free.
+func (f *Fetcher) parse(ctx context.Context, origin string, body []byte) (*robots.Robots, *ParseSlotError) {
+	client, start := clientOf(ctx), time.Now()
+	if _, ok := f.parses.take(ctx, client, f.opts.Timeout, nil); !ok {
+		return nil, &ParseSlotError{Origin: origin, MaxParses: f.opts.MaxParses, Waited: time.Since(start)}
+	}
+	defer f.parses.put(client)
+	return f.parser.Parse(body), nil
+}
+
+// ParseSlotError is Result.Err of a fetch whose body arrived but found no
+// free parse slot (see [Options.MaxParses]) before the fetch's Timeout
+// ran out: a limit of this instance's, which says nothing of the origin.
+// [Fetcher.Load] keeps such a result out of every cache.
+type ParseSlotError struct {
+	// Origin is the origin whose robots.txt was not parsed.
+	Origin string
+	// MaxParses is how many parses may run at once.
+	MaxParses int
+	// Waited is how long the parse waited: what was left of the fetch's
+	// Timeout (the Timeout, for a body from a shared store), unless its
+	// context ended first.
+	Waited time.Duration
+}
+
+func (e *ParseSlotError) Error() string {
+	return fmt.Sprintf("robots.txt of %s not parsed: no free parse slot within %s: all %d are in use",
+		e.Origin, e.Waited.Round(time.Millisecond), e.MaxParses)
 }
 
 // judgeStatus decides the outcome of an answer that is neither 2xx nor a
@@ -565,12 +646,14 @@ func drain(resp *http.Response) {
 }
 
 // readLimited reads r to its end or until it holds limit bytes, whichever
-// comes first. Its buffer never grows past limit bytes; sizeHint (the
-// Content-Length, -1 when unknown) sizes the first one.
+// comes first. Its first buffer is sizeHint+1 bytes (sizeHint is the
+// Content-Length, -1 when unknown: 8 KiB then), at most firstReadBytes;
+// it doubles as bytes arrive, up to limit bytes. So it is never more than
+// twice what was read, plus firstReadBytes, whatever the origin announced.
 func readLimited(r io.Reader, limit int, sizeHint int64) ([]byte, error) {
 	size := 8 << 10
-	if 0 <= sizeHint && sizeHint < int64(limit) {
-		size = int(sizeHint) + 1 // the +1 meets the end without growing
+	if sizeHint >= 0 {
+		size = int(min(sizeHint+1, firstReadBytes)) // the +1 meets the end without growing
 	}
 	buf := make([]byte, 0, min(size, limit))
 	for len(buf) < limit {

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -356,27 +357,37 @@ func TestFetchGzip(t *testing.T) {
 	})
 }
 
+// TestReadLimited: a body is read up to the limit, into a buffer that
+// grows with what arrived, never more than twice it plus firstReadBytes,
+// whatever length was announced.
 func TestReadLimited(t *testing.T) {
-	endless := strings.NewReader(strings.Repeat("x", 1<<20))
+	x := func(n int) io.Reader { return strings.NewReader(strings.Repeat("x", n)) }
 	for _, c := range []struct {
 		name      string
 		body      io.Reader
 		limit     int
 		sizeHint  int64
 		wantBytes int
+		wantCap   int // 0: not checked beyond the bounds
 	}{
-		{"endless, unknown length", endless, 100_001, -1, 100_001},
-		{"endless, lying length", strings.NewReader(strings.Repeat("x", 1<<20)), 100_001, 10, 100_001},
-		{"endless, huge length", strings.NewReader(strings.Repeat("x", 1<<20)), 100_001, 1 << 40, 100_001},
-		{"short, known length", strings.NewReader("hello"), 100_001, 5, 5},
-		{"short, unknown length", strings.NewReader("hello"), 100_001, -1, 5},
-		{"empty", strings.NewReader(""), 100_001, 0, 0},
-		{"exactly the limit", strings.NewReader("abcd"), 4, 4, 4},
+		{"endless, unknown length", x(1 << 20), 100_001, -1, 100_001, 0},
+		{"endless, lying length", x(1 << 20), 100_001, 10, 100_001, 0},
+		{"endless, huge length", x(1 << 20), 100_001, 1 << 40, 100_001, 0},
+		{"endless, large limit", x(1 << 20), 500<<10 + 1, 500 << 10, 500<<10 + 1, 0},
+		{"short, huge length", strings.NewReader("hello"), 500<<10 + 1, 500 << 10, 5, firstReadBytes},
+		{"short, known length", strings.NewReader("hello"), 100_001, 5, 5, 6},
+		{"short, unknown length", strings.NewReader("hello"), 100_001, -1, 5, 8 << 10},
+		{"one byte past the first buffer", x(firstReadBytes + 1), 500<<10 + 1, -1, firstReadBytes + 1, 0},
+		{"trickle", iotest.OneByteReader(x(3000)), 100_001, 500 << 10, 3000, firstReadBytes},
+		{"empty", strings.NewReader(""), 100_001, 0, 0, 1},
+		{"exactly the limit", strings.NewReader("abcd"), 4, 4, 4, 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := readLimited(c.body, c.limit, c.sizeHint)
-			if err != nil || len(got) != c.wantBytes || cap(got) > c.limit {
-				t.Errorf("read %d bytes (cap %d), %v; want %d bytes, cap at most %d", len(got), cap(got), err, c.wantBytes, c.limit)
+			if err != nil || len(got) != c.wantBytes || cap(got) > c.limit || cap(got) > 2*len(got)+firstReadBytes ||
+				c.wantCap != 0 && cap(got) != c.wantCap {
+				t.Errorf("read %d bytes (cap %d), %v; want %d bytes, cap at most %d and %d (exactly %d if not 0)", len(got), cap(got), err,
+					c.wantBytes, c.limit, 2*c.wantBytes+firstReadBytes, c.wantCap)
 			}
 		})
 	}

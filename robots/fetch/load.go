@@ -16,10 +16,11 @@ import (
 // good copy fetched before keeps being obeyed, and the fetch is retried
 // soon); any other outcome is kept for as long as the origin's
 // Cache-Control or Expires asks, within the cache's bounds. A fetch never
-// made, for want of a free slot (a *[SlotError]), or cut short because ctx
-// was cancelled, says nothing of the origin: it is discarded
+// made, for want of a free slot (a *[SlotError]), a body not parsed for
+// want of a free parse slot (a *[ParseSlotError]), or a fetch cut short
+// because ctx was cancelled, says nothing of the origin: it is discarded
 // (cache.Result.Discard), kept nowhere and counted under the outcome
-// "no_slot" or "cancelled". Each fetch is logged at debug level.
+// "no_slot", "no_parse_slot" or "cancelled". Each fetch is logged at debug level.
 // With [Options.Share] the result is also encoded for a fleet's shared
 // store (see [Fetcher.Decode]).
 func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result] {
@@ -49,14 +50,17 @@ func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result]
 	return r
 }
 
-// notFetched returns the outcome label of a fetch that was never made or
-// was cancelled (see Load), or false.
+// notFetched returns the outcome label of a fetch that was never made, was
+// not parsed or was cancelled (see Load), or false.
 func notFetched(err error) (string, bool) {
 	if err == nil {
 		return "", false
 	}
 	if _, ok := errors.AsType[*SlotError](err); ok {
 		return "no_slot", true
+	}
+	if _, ok := errors.AsType[*ParseSlotError](err); ok {
+		return "no_parse_slot", true
 	}
 	if errors.Is(err, context.Canceled) {
 		return "cancelled", true

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -243,7 +244,13 @@ func (f *Fetcher) decodeShared(origin string, data []byte) (*Result, []byte, err
 	}
 	switch {
 	case res.Outcome == robots.OutcomeOK:
-		res.Robots = f.parser.Parse(body)
+		// Parsed in a parse slot like a fetched body; a Get waits for it
+		// beside (not on) its context, in the cache's refresh.
+		rules, slotErr := f.parse(context.Background(), origin, body)
+		if slotErr != nil {
+			return nil, nil, fmt.Errorf("shared robots.txt of %s: %w", origin, slotErr)
+		}
+		res.Robots = rules
 	case h.ErrKind == errKindStatus:
 		res.Err = &StatusError{URL: h.FinalURL, Code: h.Status}
 	default:
