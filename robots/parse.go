@@ -356,6 +356,8 @@ func (b *builder) finish() *Robots {
 			}
 		}
 	}
+	// total bounds the rules compiled, so all never moves: the groups'
+	// rules are views of it.
 	all := make([]Rule, 0, total)
 	compiled := make([]ruleGroup, 0, withRules)
 	for _, g := range b.groups {
@@ -406,16 +408,14 @@ func (b *builder) finish() *Robots {
 		*s = strings.Clone(*s)
 		text += allocSize(len(*s))
 	}
-	for _, g := range refs {
-		for i := range g.rules {
-			rule := &g.rules[i]
-			same := rule.pattern.expr == rule.Pattern
-			keep(&rule.Pattern)
-			if same {
-				rule.pattern.expr = rule.Pattern
-			} else {
-				keep(&rule.pattern.expr)
-			}
+	for i := range all {
+		rule := &all[i]
+		same := rule.pattern.expr == rule.Pattern
+		keep(&rule.Pattern)
+		if same {
+			rule.pattern.expr = rule.Pattern
+		} else {
+			keep(&rule.pattern.expr)
 		}
 	}
 	for i, rs := range named {
