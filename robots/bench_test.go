@@ -166,6 +166,20 @@ func rulesRobots(n int, rule func(i int) string) *Robots {
 	return Parser{MaxBytes: 16 << 20}.Parse([]byte(b.String()))
 }
 
+// groupsRobots is a group allowing every path to "bot", then n groups
+// naming it, each disallowing "/bN" followed by end.
+func groupsRobots(n int, end string) *Robots {
+	var b strings.Builder
+	b.WriteString("User-agent: bot\nAllow: /\n")
+	for i := range n {
+		b.WriteString("User-agent: bot\nDisallow: /b")
+		b.WriteString(strconv.Itoa(i))
+		b.WriteString(end)
+		b.WriteByte('\n')
+	}
+	return Parser{MaxBytes: 16 << 20}.Parse([]byte(b.String()))
+}
+
 // worstCaseRobots is the issue's attack file: 26,000 wildcard rules
 // "Disallow: /*zqN", each a search of the whole path.
 func worstCaseRobots() *Robots {
@@ -232,6 +246,10 @@ func costlyDecisions() []costlyDecision {
 		{"stars", rulesRobots(580, func(i int) string { return "/" + strings.Repeat("*a", 1000) + strconv.Itoa(i) }), "/" + a[:2047]},
 		// Anchored rules tried on the query-less form.
 		{"query", rulesRobots(40000, func(i int) string { return "/*" + a[:10] + strconv.Itoa(i) + "$" }), "/" + a[:4095] + "?q"},
+		// A group per rule, each naming the crawler, behind one that
+		// allows every path: each rule is tried, after the best so far.
+		{"groups", groupsRobots(36000, ""), "/" + a[:200] + "/./b//c;d%2Fe/" + a[:1800]},
+		{"groups-query", groupsRobots(18000, "$"), "/" + a[:200] + "/./b//c;d%2Fe/" + a[:1800] + "?q"},
 		// One rule; 64 readings of 8 KiB, listed and normalised.
 		{"readings", rulesRobots(1, x), `/%2F%2e%5C/./..;\.a/` + abc[:8150]},
 		// One rule; 8 KiB of raw UTF-8, escaped in each of 16 readings.

@@ -1,6 +1,7 @@
 package robots
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 )
@@ -142,55 +143,97 @@ func (r *Robots) DisallowsAll(token string) (Verdict, bool) {
 		return Verdict{Allowed: true, Cause: CauseNoGroup}, false
 	}
 	var everything *Rule
-	for i := range rs.rules {
-		if rule := &rs.rules[i]; !rule.Allow && rule.pattern.matchesEveryPath() {
-			everything = rule
-			break
+	for _, g := range rs.groups {
+		for i := range g.rules {
+			if rule := &g.rules[i]; !rule.Allow && rule.pattern.matchesEveryPath() {
+				// The first of each group; the earliest of those is the
+				// one the merged rules cite.
+				if everything == nil || ruleOrder(rule, everything) < 0 {
+					everything = rule
+				}
+				break
+			}
 		}
 	}
 	if everything == nil {
 		return Verdict{}, false
 	}
-	for i := range rs.rules {
-		rule := &rs.rules[i]
-		if !rule.Allow {
-			continue
-		}
-		for _, fill := range [...]string{"", "robotsgate-probe"} {
-			path := strings.ReplaceAll(rule.pattern.expr, "*", fill)
-			if !strings.HasPrefix(path, "/") {
-				path = "/" + path
+	for _, g := range rs.groups {
+		for i := range g.rules {
+			rule := &g.rules[i]
+			if !rule.Allow {
+				continue
 			}
-			if !isRobotsTxt(path) && r.Check(token, path).Allowed {
-				return Verdict{}, false
+			for _, fill := range [...]string{"", "robotsgate-probe"} {
+				path := strings.ReplaceAll(rule.pattern.expr, "*", fill)
+				if !strings.HasPrefix(path, "/") {
+					path = "/" + path
+				}
+				if !isRobotsTxt(path) && r.Check(token, path).Allowed {
+					return Verdict{}, false
+				}
 			}
 		}
 	}
 	return Verdict{Allowed: false, Cause: CauseRule, Rule: everything, Group: rs.name, GroupLines: rs.agentLines}, true
 }
 
-// firstMatch returns the index of the first rule, so the longest, that
-// matches a normalised path, or len(rs.rules).
-func (rs *ruleSet) firstMatch(path string) int {
-	for i := range rs.rules {
-		if rs.rules[i].pattern.match(path) {
-			return i
+// firstMatch returns the first rule in rule order, so the longest, of
+// the merged rules of rs that matches a normalised path; nil for none. It
+// is the earliest of each group's first match, and a group's rules past
+// the best match so far are not tried.
+func (rs *ruleSet) firstMatch(path string) *Rule {
+	var best *Rule
+	for _, g := range rs.groups {
+		for i := range g.rules {
+			rule := &g.rules[i]
+			if best != nil && ruleOrder(rule, best) > 0 {
+				break
+			}
+			if rule.pattern.match(path) {
+				best = rule
+				break
+			}
 		}
 	}
-	return len(rs.rules)
+	return best
 }
 
-// verdict is the verdict of the rule at index i, or of no matching rule
-// when i is len(rs.rules).
-func (rs *ruleSet) verdict(i int) Verdict {
-	if i == len(rs.rules) {
+// ruleOrder is the order in which rules are tried, the first matching one
+// deciding: longest pattern first, allow first on a tie (RFC 9309
+// §2.2.2); the line and the implied flag make the order total, so it is
+// the same on every run and however the rules are grouped.
+func ruleOrder(a, b *Rule) int {
+	if c := cmp.Compare(b.pattern.octets, a.pattern.octets); c != 0 {
+		return c
+	}
+	if a.Allow != b.Allow {
+		if a.Allow {
+			return -1
+		}
+		return 1
+	}
+	if c := cmp.Compare(a.Line, b.Line); c != 0 {
+		return c
+	}
+	if a.Implied != b.Implied {
+		if b.Implied {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// verdict is the verdict of rule, or of no matching rule when it is nil.
+func (rs *ruleSet) verdict(rule *Rule) Verdict {
+	if rule == nil {
 		return Verdict{Allowed: true, Cause: CauseNoMatchingRule, Group: rs.name, GroupLines: rs.agentLines}
 	}
-	rule := &rs.rules[i]
 	return Verdict{Allowed: rule.Allow, Cause: CauseRule, Rule: rule, Group: rs.name, GroupLines: rs.agentLines}
 }
 
-// ruleSetFor finds the merged groups for token, falling back to "*".
+// ruleSetFor finds the groups for token, falling back to "*".
 func (r *Robots) ruleSetFor(token string) *ruleSet {
 	if r == nil {
 		return nil

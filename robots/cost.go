@@ -22,6 +22,9 @@ const MaxDecisionCost = 10_000_000
 const (
 	// costRule: a rule tried, its loop turn and first comparison.
 	costRule = 8
+	// costGroup: each group past the first of those naming a product,
+	// tried after the others.
+	costGroup = 8
 	// costWildcard: a pattern with '*' set up; costStar: each '*', one
 	// more substring search started.
 	costWildcard = 16
@@ -51,6 +54,12 @@ type workload struct {
 
 // of is the cost of matching a path of n bytes, in units.
 func (w workload) of(n int) int64 { return (w.base16 + w.perByte16*int64(n)) / 16 }
+
+// plus adds the work of other rules.
+func (w *workload) plus(v workload) {
+	w.base16 += v.base16
+	w.perByte16 += v.perByte16
+}
 
 // add counts p among the patterns tried.
 func (w *workload) add(p *pattern) {
@@ -82,30 +91,51 @@ func (w *workload) add(p *pattern) {
 	}
 }
 
-// ruleCosts is what the estimate needs of a rule list, figured out once
-// at parse time.
-type ruleCosts struct {
-	// anchored holds the indices of the rules anchored with '$', in
-	// order: the only ones that can match the query-less form of a path
-	// and not the path itself.
-	anchored []int32
-	// all and anchoredOnly are the workloads of every rule and of the
-	// anchored ones.
-	all, anchoredOnly workload
+// ruleLoad is what matching a path against a list of rules costs at
+// worst: all of them, and the anchored ones alone (tried on the
+// query-less form of a path with a query).
+type ruleLoad struct {
+	all, anchored workload
 }
 
-func costsOf(rules []Rule) ruleCosts {
-	var c ruleCosts
+// hasAnchored reports whether the rules include an anchored one: each
+// adds to the base.
+func (l *ruleLoad) hasAnchored() bool { return l.anchored.base16 > 0 }
+
+// newRuleGroup figures out, once at parse time, what the estimate and the
+// matcher need of a group's rules, already in rule order.
+func newRuleGroup(rules []Rule) ruleGroup {
+	g := ruleGroup{rules: rules}
 	for i := range rules {
 		p := &rules[i].pattern
-		c.all.add(p)
+		g.load.all.add(p)
 		if p.anchored {
-			c.anchored = append(c.anchored, int32(i))
-			c.anchoredOnly.add(p)
+			g.anchored = append(g.anchored, int32(i))
+			g.load.anchored.add(p)
 		}
 	}
-	c.anchored = slices.Clip(c.anchored)
-	return c
+	g.anchored = slices.Clip(g.anchored)
+	return g
+}
+
+// load is the load of every rule of rs, the sum of its groups': summed at
+// each decision rather than kept, since a sum per product would cost
+// every product naming more than one group a copy.
+func (rs *ruleSet) load() ruleLoad {
+	if len(rs.groups) == 1 {
+		return rs.groups[0].load
+	}
+	var l ruleLoad
+	for _, g := range rs.groups {
+		l.all.plus(g.load.all)
+		l.anchored.plus(g.load.anchored)
+	}
+	extra := 16 * costGroup * int64(len(rs.groups)-1)
+	l.all.base16 += extra
+	if l.hasAnchored() {
+		l.anchored.base16 += extra
+	}
+	return l
 }
 
 // readingCost estimates judging one reading: normalising it, n bytes once
@@ -113,10 +143,10 @@ func costsOf(rules []Rule) ruleCosts {
 // may act on, matching it against every rule and, when it has a query,
 // its first bare bytes against the anchored rules (bare is -1 without a
 // query).
-func (rs *ruleSet) readingCost(n, bare, specials int) int64 {
-	cost := rs.costs.all.of(n) + costReadingByte16*int64(n)/16 + costSpecial*int64(specials)
-	if bare >= 0 && len(rs.costs.anchored) > 0 {
-		cost += rs.costs.anchoredOnly.of(bare)
+func (l *ruleLoad) readingCost(n, bare, specials int) int64 {
+	cost := l.all.of(n) + costReadingByte16*int64(n)/16 + costSpecial*int64(specials)
+	if bare >= 0 && l.hasAnchored() {
+		cost += l.anchored.of(bare)
 	}
 	return cost
 }

@@ -131,8 +131,7 @@ func FuzzCheck(f *testing.F) {
 		}
 		norm := normalizePath(path)
 		var best *Rule
-		for i := range rs.rules {
-			rule := &rs.rules[i]
+		for _, rule := range allRules(rs) {
 			if !referenceMatch(rule.pattern, norm) {
 				continue
 			}

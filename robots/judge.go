@@ -28,15 +28,16 @@ type Judgement struct {
 func (r *Robots) Prepare(token, pathAndQuery string) Judgement {
 	rs := r.ruleSetFor(token)
 	j := Judgement{outcome: OutcomeOK, rs: rs, path: pathAndQuery}
-	if rs == nil || len(rs.rules) == 0 {
+	if rs == nil || len(rs.groups) == 0 {
 		return j // nothing to match
 	}
+	load := rs.load()
 	norm, escaped := normalizeCounting(pathAndQuery)
 	j.norm, j.query = norm, -1
-	if len(rs.costs.anchored) > 0 {
+	if load.hasAnchored() {
 		j.query = strings.IndexByte(norm, '?') // only anchored rules read it
 	}
-	j.cost = rs.readingCost(len(norm), j.query, 0)
+	j.cost = load.readingCost(len(norm), j.query, 0)
 	if j.cost > MaxDecisionCost || !mayReadOtherwise(pathAndQuery) {
 		return j
 	}
@@ -50,7 +51,7 @@ func (r *Robots) Prepare(token, pathAndQuery string) Judgement {
 		if bare >= 0 {
 			bare += 2 * escaped
 		}
-		return rs.readingCost(len(form)+2*escaped, bare, specials)
+		return load.readingCost(len(form)+2*escaped, bare, specials)
 	}, j.cost)
 	return j
 }
@@ -89,8 +90,8 @@ func (j Judgement) Verdict() Verdict {
 	switch {
 	case rs == nil:
 		return Verdict{Allowed: true, Cause: CauseNoGroup}
-	case len(rs.rules) == 0:
-		return rs.verdict(0)
+	case len(rs.groups) == 0:
+		return rs.verdict(nil)
 	case j.cost > MaxDecisionCost:
 		estimate := "decision cost estimated at " + strconv.FormatInt(j.cost, 10)
 		if j.stop == stopMaxCost {
@@ -99,7 +100,7 @@ func (j Judgement) Verdict() Verdict {
 		return rs.refusal(CauseTooCostly, estimate+", over the bound of "+strconv.Itoa(MaxDecisionCost))
 	}
 	decider, queryDropped := rs.checkReading(j.norm, j.query)
-	if rs.disallows(decider) {
+	if disallows(decider) {
 		v := rs.verdict(decider)
 		if queryDropped {
 			v.Reading = &Reading{Path: withoutQuery(j.path), Steps: []Step{StepDropQuery}}
@@ -111,15 +112,15 @@ func (j Judgement) Verdict() Verdict {
 	}
 	for _, reading := range j.readings[min(1, len(j.readings)):] {
 		norm := normalizePath(reading.Path)
-		i, queryDropped := rs.checkReading(norm, strings.IndexByte(norm, '?'))
-		if !rs.disallows(i) {
+		rule, queryDropped := rs.checkReading(norm, strings.IndexByte(norm, '?'))
+		if !disallows(rule) {
 			continue
 		}
 		if queryDropped {
 			reading.Path = withoutQuery(reading.Path)
 			reading.Steps = append(reading.Steps[:len(reading.Steps):len(reading.Steps)], StepDropQuery)
 		}
-		v := rs.verdict(i)
+		v := rs.verdict(rule)
 		v.Reading = &reading
 		return v
 	}
@@ -162,34 +163,42 @@ func (a *Answer) CheckReadings(token, pathAndQuery string) Verdict {
 // checkReading judges a normalised path by the rules, and, when it has a
 // query (from index query, -1 without one), its query-less form beside it:
 // a disallowed path is refused; an allowed one is refused when a rule
-// longer than the one allowing it (if any) matches the query-less form
-// and disallows it. Only a rule anchored with '$' can match the query-less
-// form and not the path, and the rules before the deciding one do not
-// match the path, so only those are tried. It returns the index of the
-// deciding rule (len(rs.rules) for none) and whether it decided on the
+// before the one allowing it (if any) in rule order matches the
+// query-less form and disallows it. Only a rule anchored with '$' can
+// match the query-less form and not the path, and the rules before the
+// deciding one do not match the path, so only those are tried. It returns
+// the deciding rule (nil for none) and whether it decided on the
 // query-less form.
-func (rs *ruleSet) checkReading(path string, query int) (decider int, queryDropped bool) {
-	i := rs.firstMatch(path)
-	if rs.disallows(i) || query < 0 {
-		return i, false
+func (rs *ruleSet) checkReading(path string, query int) (decider *Rule, queryDropped bool) {
+	decider = rs.firstMatch(path)
+	if disallows(decider) || query < 0 {
+		return decider, false
 	}
 	bare := path[:query]
-	for _, a := range rs.costs.anchored {
-		if int(a) >= i {
-			break
-		}
-		if rule := &rs.rules[a]; rule.pattern.match(bare) {
-			if rule.Allow {
-				break // the path's own rule speaks for it
+	// The first anchored rule to match the query-less form, in rule order
+	// across the groups, speaks for it; an allow there keeps the path's
+	// own verdict.
+	var first *Rule
+	for _, g := range rs.groups {
+		for _, a := range g.anchored {
+			rule := &g.rules[a]
+			if decider != nil && ruleOrder(rule, decider) >= 0 || first != nil && ruleOrder(rule, first) > 0 {
+				break
 			}
-			return int(a), true
+			if rule.pattern.match(bare) {
+				first = rule
+				break
+			}
 		}
 	}
-	return i, false
+	if disallows(first) {
+		return first, true
+	}
+	return decider, false
 }
 
-// disallows reports whether the rule at index i, if any, disallows.
-func (rs *ruleSet) disallows(i int) bool { return i < len(rs.rules) && !rs.rules[i].Allow }
+// disallows reports whether rule, if any, disallows.
+func disallows(rule *Rule) bool { return rule != nil && !rule.Allow }
 
 // refusal refuses a path for cause, without a rule.
 func (rs *ruleSet) refusal(cause Cause, detail string) Verdict {

@@ -1,7 +1,6 @@
 package robots
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"strconv"
@@ -34,7 +33,10 @@ type Parser struct {
 func Parse(body []byte) *Robots { return Parser{}.Parse(body) }
 
 // Parse parses body; see the package-level [Parse]. The body is not
-// retained and may be reused once Parse returns.
+// retained and may be reused once Parse returns. The result keeps memory
+// linear in the bytes parsed (see [MaxRetainedPerByte]): the groups naming
+// a product are merged as RFC 9309 says when it is judged, and each group
+// is kept once however many products it names.
 func (p Parser) Parse(body []byte) *Robots {
 	limit := p.MaxBytes
 	if limit <= 0 {
@@ -68,8 +70,8 @@ func (p Parser) Parse(body []byte) *Robots {
 // group is one group as written: consecutive user-agent lines and the
 // records that follow them.
 type group struct {
-	index int // position in the file
-	rules []draftRule
+	rules    []draftRule
+	compiled int // index of the compiled group once finished; -1 without rules
 }
 
 // draftRule is a rule as read, its value still a view of the body.
@@ -151,7 +153,7 @@ func (b *builder) userAgent(line Line) {
 	// Only a rule ends the list of user-agent lines heading a group;
 	// sitemaps, crawl-delays and unknown records do not (RFC 9309 §2.2.4).
 	if !b.open {
-		b.current = &group{index: len(b.groups)}
+		b.current = &group{}
 		b.groups = append(b.groups, b.current)
 		b.open = true
 	}
@@ -333,32 +335,67 @@ func secondsToDuration(seconds float64) time.Duration {
 	return time.Duration(math.Round(seconds * float64(time.Second)))
 }
 
-// finish merges, per product name, every group naming it, then copies
-// every string the result keeps out of the body's text.
+// finish compiles every group's rules once, gives each product name the
+// groups naming it, then copies every string the result keeps out of the
+// body's text.
 func (b *builder) finish() *Robots {
 	r := b.robots
+	// The rules of every group in one array, group after group, as
+	// matching walks them; the groups with rules in another, and a
+	// pointer to each in a third: a name in a single group, the common
+	// case, refers to a slice of the last and costs no list of its own.
+	withRules, total := 0, 0
+	for _, g := range b.groups {
+		if len(g.rules) > 0 {
+			withRules++
+		}
+		for _, d := range g.rules {
+			total++
+			if d.allow && impliedPattern(d.value) != "" {
+				total++
+			}
+		}
+	}
+	// total bounds the rules compiled, so all never moves: the groups'
+	// rules are views of it.
+	all := make([]Rule, 0, total)
+	compiled := make([]ruleGroup, 0, withRules)
+	for _, g := range b.groups {
+		g.compiled = -1
+		start := len(all)
+		if all = appendGroup(all, g.rules); len(all) > start {
+			g.compiled = len(compiled)
+			compiled = append(compiled, newRuleGroup(all[start:len(all):len(all)]))
+		}
+	}
+	refs := make([]*ruleGroup, len(compiled))
+	for i := range compiled {
+		refs[i] = &compiled[i]
+	}
+
 	named := make([]*ruleSet, 0, len(b.names))
 	keys := make([]string, 0, len(b.names))
-	// Names that share exactly the same groups share one rule slice: a
-	// block list of 170 user-agent lines over one group has one.
-	type list struct {
-		rules []Rule
-		costs ruleCosts
-	}
-	shared := make(map[string]list)
-	var unique [][]Rule
-	var anchored int64 // bytes of the indices kept in ruleCosts
+	var lists int64 // bytes of the group lists of names in several groups
 	for _, ng := range b.names {
-		id := groupsID(ng.groups)
-		l, ok := shared[id]
-		if !ok {
-			l.rules = mergeGroups(ng.groups)
-			l.costs = costsOf(l.rules)
-			shared[id] = l
-			unique = append(unique, l.rules)
-			anchored += allocSize(4 * cap(l.costs.anchored))
+		rs := &ruleSet{name: ng.name, agentLines: slices.Clip(ng.lines), pace: ng.pace}
+		n, last := 0, 0
+		for _, g := range ng.groups {
+			if g.compiled >= 0 {
+				n, last = n+1, g.compiled
+			}
 		}
-		rs := &ruleSet{name: ng.name, agentLines: slices.Clip(ng.lines), rules: l.rules, costs: l.costs, pace: ng.pace}
+		switch {
+		case n == 1:
+			rs.groups = refs[last : last+1 : last+1]
+		case n > 1:
+			rs.groups = make([]*ruleGroup, 0, n)
+			for _, g := range ng.groups {
+				if g.compiled >= 0 {
+					rs.groups = append(rs.groups, refs[g.compiled])
+				}
+			}
+			lists += allocSize(8 * n)
+		}
 		named = append(named, rs)
 		keys = append(keys, ng.key)
 	}
@@ -371,16 +408,14 @@ func (b *builder) finish() *Robots {
 		*s = strings.Clone(*s)
 		text += allocSize(len(*s))
 	}
-	for _, rules := range unique {
-		for i := range rules {
-			rule := &rules[i]
-			same := rule.pattern.expr == rule.Pattern
-			keep(&rule.Pattern)
-			if same {
-				rule.pattern.expr = rule.Pattern
-			} else {
-				keep(&rule.pattern.expr)
-			}
+	for i := range all {
+		rule := &all[i]
+		same := rule.pattern.expr == rule.Pattern
+		keep(&rule.Pattern)
+		if same {
+			rule.pattern.expr = rule.Pattern
+		} else {
+			keep(&rule.pattern.expr)
 		}
 	}
 	for i, rs := range named {
@@ -414,17 +449,20 @@ func (b *builder) finish() *Robots {
 	}
 	r.sitemaps = slices.Clip(r.sitemaps)
 	r.ignored = slices.Clip(r.ignored)
-	r.retained = retainedSize(r, unique, text) + anchored
+	r.retained = retainedSize(r, all, compiled, text) + lists
 	return r
 }
 
 // retainedSize estimates the heap r keeps: the kept strings (text, already
-// summed), the rule slices, one header per name, the map and the two
-// lists, each rounded up as the allocator does.
-func retainedSize(r *Robots, unique [][]Rule, text int64) int64 {
-	n := allocSize(int(unsafe.Sizeof(*r))) + text
-	for _, rules := range unique {
-		n += allocSize(int(unsafe.Sizeof(Rule{})) * cap(rules))
+// summed), the rules and the groups (each once, however many names it
+// has), one header per name, the map and the two lists, each rounded up
+// as the allocator does. The lists of groups of names in several groups
+// are summed by the caller.
+func retainedSize(r *Robots, rules []Rule, compiled []ruleGroup, text int64) int64 {
+	n := allocSize(int(unsafe.Sizeof(*r))) + text + allocSize(int(unsafe.Sizeof(Rule{}))*cap(rules))
+	n += allocSize(int(unsafe.Sizeof(ruleGroup{}))*cap(compiled)) + allocSize(8*len(compiled))
+	for i := range compiled {
+		n += allocSize(4 * cap(compiled[i].anchored))
 	}
 	perName := func(rs *ruleSet) int64 {
 		return allocSize(int(unsafe.Sizeof(*rs))) + allocSize(8*cap(rs.agentLines)) + mapSlotBytes
@@ -458,69 +496,36 @@ func allocSize(n int) int64 {
 	return int64(n) + int64(n)/8
 }
 
-func groupsID(groups []*group) string {
-	var b strings.Builder
-	for _, g := range groups {
-		b.WriteString(strconv.Itoa(g.index))
-		b.WriteByte(',')
-	}
-	return b.String()
-}
-
-// mergeGroups compiles the rules of groups into one slice ordered for
-// Check: the first matching rule is the verdict.
-func mergeGroups(groups []*group) []Rule {
-	n := 0
-	for _, g := range groups {
-		n += len(g.rules)
-	}
-	rules := make([]Rule, 0, n)
-	for _, g := range groups {
-		for _, d := range g.rules {
-			p, ok := compilePattern(d.value)
-			if !ok {
-				continue
-			}
-			rules = append(rules, Rule{Pattern: d.value, Line: d.line, Allow: d.allow, pattern: p})
-			if d.allow {
-				// Google-specific, kept because sites mean it: the index
-				// page of a directory is the directory's own URL.
-				if implied := impliedPattern(d.value); implied != "" {
-					if ip, ok := compilePattern(implied); ok {
-						rules = append(rules, Rule{Pattern: d.value, Line: d.line, Allow: true, Implied: true, pattern: ip})
-					}
+// appendGroup compiles the rules of a group and appends them to rules in
+// rule order (see ruleOrder): the first matching rule is the group's
+// verdict.
+func appendGroup(rules []Rule, drafts []draftRule) []Rule {
+	start := len(rules)
+	for _, d := range drafts {
+		p, ok := compilePattern(d.value)
+		if !ok {
+			continue
+		}
+		rules = append(rules, Rule{Pattern: d.value, Line: d.line, Allow: d.allow, pattern: p})
+		if d.allow {
+			// Google-specific, kept because sites mean it: the index
+			// page of a directory is the directory's own URL.
+			if implied := impliedPattern(d.value); implied != "" {
+				if ip, ok := compilePattern(implied); ok {
+					rules = append(rules, Rule{Pattern: d.value, Line: d.line, Allow: true, Implied: true, pattern: ip})
 				}
 			}
 		}
 	}
-	// Longest pattern first, allow first on a tie (RFC 9309 §2.2.2); the
-	// line and the implied flag make the order total, so it is the same
-	// on every run.
-	slices.SortFunc(rules, func(a, b Rule) int {
-		if c := cmp.Compare(b.pattern.octets, a.pattern.octets); c != 0 {
-			return c
-		}
-		if a.Allow != b.Allow {
-			if a.Allow {
-				return -1
-			}
-			return 1
-		}
-		if c := cmp.Compare(a.Line, b.Line); c != 0 {
-			return c
-		}
-		if a.Implied != b.Implied {
-			if b.Implied {
-				return -1
-			}
-			return 1
-		}
-		return 0
-	})
+	group := rules[start:]
+	slices.SortFunc(group, func(a, b Rule) int { return ruleOrder(&a, &b) })
 	// RFC 9309 allows dropping duplicate rules; the earliest line stays.
-	return slices.CompactFunc(rules, func(a, b Rule) bool {
+	// A duplicate in another group naming the same product is kept, and
+	// never decides: the earlier one matches first.
+	group = slices.CompactFunc(group, func(a, b Rule) bool {
 		return a.Allow == b.Allow && a.pattern == b.pattern
 	})
+	return rules[:start+len(group)]
 }
 
 // ProductName returns the product name a user-agent value in a robots.txt

@@ -365,8 +365,7 @@ func referenceRemoveDots(in string) string {
 // first on a tie), by brute force over every rule; nil when none matches.
 func referenceBest(rs *ruleSet, paths ...string) *Rule {
 	var best *Rule
-	for i := range rs.rules {
-		rule := &rs.rules[i]
+	for _, rule := range allRules(rs) {
 		matches := false
 		for _, p := range paths {
 			matches = matches || referenceMatch(rule.pattern, normalizePath(p))

@@ -9,28 +9,66 @@ import (
 
 // retainedShapes are files built to keep as much memory per byte as the
 // parser allows, each line as short as it can be: distinct user-agent
-// names (a rule set each), short rules of every kind, sitemaps, and the
+// names (a rule set each), short rules of every kind, sitemaps, the
 // spellings that make the parser keep a second copy of a string (an
-// upper-case name, a pattern it normalises).
+// upper-case name, a pattern it normalises), and names that share one
+// group of many rules and each head a group of their own (issue 23: a
+// merged copy per name kept names × rules). body(size) is the file, at
+// most size bytes.
 var retainedShapes = []struct {
-	name, head string
-	line       func(i int) string
+	name string
+	body func(size int) []byte
 }{
-	{"names", "", func(i int) string { return "User-agent: a" + base36(i) + "\n" }},
-	{"names-short", "", func(i int) string { return "user-agent:" + base36(i) + "\n" }},
-	{"names-upper", "", func(i int) string { return "useragent " + upperName(i) + "\n" }},
-	{"names-rule", "", func(i int) string { return "user-agent:" + base36(i) + "\nallow:/\n" }},
-	{"names-delay", "", func(i int) string { return "user-agent:" + upperName(i) + "\ncrawl-delay:1\n" }},
-	{"index-pages", "User-agent: *\n", func(i int) string { return "Allow: /" + base36(i) + "/index.htm\n" }},
-	{"index-pages-short", "user-agent:*\n", func(i int) string { return "allow:/" + base36(i) + "/index.htm\n" }},
-	{"stars", "User-agent: *\n", func(i int) string { return "Disallow:/*" + base36(i) + "\n" }},
-	{"short-rules", "user-agent:*\n", func(i int) string { return "allow:/" + base36(i) + "\n" }},
-	{"short-rules-cr", "user-agent:*\r", func(i int) string { return "allow:/" + base36(i) + "\r" }},
-	{"anchored", "user-agent:*\n", func(i int) string { return "allow:/" + base36(i) + "$\n" }},
-	{"normalised", "user-agent:*\n", func(i int) string { return "allow:/%7e" + base36(i) + "\n" }},
-	{"normalised-stars", "user-agent:*\n", func(i int) string { return "allow:*%7e" + base36(i) + "**$\n" }},
-	{"sitemaps", "", func(i int) string { return "sitemap:" + base36(i) + "\n" }},
-	{"junk", "", func(i int) string { return "x:" + base36(i) + "\n" }},
+	{"names", repeated("", func(i int) string { return "User-agent: a" + base36(i) + "\n" })},
+	{"names-short", repeated("", func(i int) string { return "user-agent:" + base36(i) + "\n" })},
+	{"names-upper", repeated("", func(i int) string { return "useragent " + upperName(i) + "\n" })},
+	{"names-rule", repeated("", func(i int) string { return "user-agent:" + base36(i) + "\nallow:/\n" })},
+	{"names-delay", repeated("", func(i int) string { return "user-agent:" + upperName(i) + "\ncrawl-delay:1\n" })},
+	{"index-pages", repeated("User-agent: *\n", func(i int) string { return "Allow: /" + base36(i) + "/index.htm\n" })},
+	{"index-pages-short", repeated("user-agent:*\n", func(i int) string { return "allow:/" + base36(i) + "/index.htm\n" })},
+	{"stars", repeated("User-agent: *\n", func(i int) string { return "Disallow:/*" + base36(i) + "\n" })},
+	{"short-rules", repeated("user-agent:*\n", func(i int) string { return "allow:/" + base36(i) + "\n" })},
+	{"short-rules-cr", repeated("user-agent:*\r", func(i int) string { return "allow:/" + base36(i) + "\r" })},
+	{"anchored", repeated("user-agent:*\n", func(i int) string { return "allow:/" + base36(i) + "$\n" })},
+	{"normalised", repeated("user-agent:*\n", func(i int) string { return "allow:/%7e" + base36(i) + "\n" })},
+	{"normalised-stars", repeated("user-agent:*\n", func(i int) string { return "allow:*%7e" + base36(i) + "**$\n" })},
+	{"sitemaps", repeated("", func(i int) string { return "sitemap:" + base36(i) + "\n" })},
+	{"junk", repeated("", func(i int) string { return "x:" + base36(i) + "\n" })},
+	{"shared-group", sharedGroup("user-agent: ", "allow: /")},
+	{"shared-group-short", sharedGroup("useragent ", "allow:/")},
+}
+
+// repeated is a body of line(i) after head, i = 0, 1, ..., as long as it
+// stays within size bytes.
+func repeated(head string, line func(i int) string) func(size int) []byte {
+	return func(size int) []byte { return shapeBody(head, line, size) }
+}
+
+// sharedGroup is issue 23's file, its records spelt "ua NAME" and "allow
+// PATTERN": names 0 to n-1 head one group, whose rules allow /0 to /n-1,
+// then each heads a group of its own allowing /; n is as large as size
+// allows.
+func sharedGroup(ua, allow string) func(size int) []byte {
+	return func(size int) []byte {
+		n, total := 0, 0
+		for {
+			if total += 2*len(ua+"\n") + 2*len(allow+"\n") + 3*len(base36(n)); total > size {
+				break
+			}
+			n++
+		}
+		var b []byte
+		for i := range n {
+			b = append(b, ua+base36(i)+"\n"...)
+		}
+		for i := range n {
+			b = append(b, allow+base36(i)+"\n"...)
+		}
+		for i := range n {
+			b = append(b, ua+base36(i)+"\n"+allow+"\n"...)
+		}
+		return b
+	}
 }
 
 func base36(i int) string { return strconv.FormatInt(int64(i), 36) }
@@ -68,7 +106,7 @@ func checkRetainedBound(t *testing.T, r *Robots) {
 func TestRetainedBound(t *testing.T) {
 	for _, s := range retainedShapes {
 		t.Run(s.name, func(t *testing.T) {
-			body := shapeBody(s.head, s.line, DefaultMaxBytes)
+			body := s.body(DefaultMaxBytes)
 			r := Parse(body)
 			checkRetainedBound(t, r)
 			if r.RetainedBytes() > MaxRetained(0) {
@@ -87,14 +125,14 @@ func TestRetainedBound(t *testing.T) {
 			}
 		})
 	}
-	big := shapeBody("", retainedShapes[0].line, 2*DefaultMaxBytes)
+	big := retainedShapes[0].body(2 * DefaultMaxBytes)
 	checkRetainedBound(t, Parser{MaxBytes: 2 * DefaultMaxBytes}.Parse(big))
 }
 
 // TestRetainedBoundMeasured: for the costliest shape, the heap the parsed
 // file really keeps is within the bound too, not only the estimate.
 func TestRetainedBoundMeasured(t *testing.T) {
-	body := shapeBody(retainedShapes[2].head, retainedShapes[2].line, DefaultMaxBytes)
+	body := retainedShapes[2].body(DefaultMaxBytes)
 	measured, estimate := retainedHeap(Parser{}, body)
 	if limit := MaxRetained(len(body)); measured > limit {
 		t.Errorf("%d bytes keep %d bytes of heap (estimate %d), past %d", len(body), measured, estimate, limit)
@@ -110,7 +148,7 @@ func FuzzRetainedBound(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	for _, s := range retainedShapes {
-		f.Add(shapeBody(s.head, s.line, 256))
+		f.Add(s.body(256))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkRetainedBound(t, Parse(body))

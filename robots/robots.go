@@ -10,7 +10,7 @@ import (
 // and keeps no reference to the body it was parsed from.
 type Robots struct {
 	agents       map[string]*ruleSet // by lower-cased product name
-	global       *ruleSet            // every "*" group merged; nil when there is none
+	global       *ruleSet            // every "*" group; nil when there is none
 	sitemaps     []string
 	ignored      []IgnoredLine // only with Parser.KeepIgnored
 	ignoredCount int
@@ -20,13 +20,29 @@ type Robots struct {
 	retained     int64
 }
 
-// ruleSet is the merged rules of every group naming one product.
+// ruleSet is what applies to one product: the groups naming it, whose
+// rules RFC 9309 merges. A group is kept once however many products it
+// names, and each of them refers to it: a merged copy per product would
+// keep names × rules for a file of many names sharing a group of many
+// rules, each also naming a group of its own. Matching takes the first
+// match of each group and the earliest of those in rule order, which is
+// the first match of the merged rules.
 type ruleSet struct {
-	name       string // the product name as first written, or "*"
-	agentLines []int  // the user-agent lines that selected these groups
-	rules      []Rule // longest pattern first; allow before disallow when equal
-	costs      ruleCosts
-	pace       Pace // Line is 0 when no group asks for a pace
+	name       string       // the product name as first written, or "*"
+	agentLines []int        // the user-agent lines that selected these groups
+	groups     []*ruleGroup // those of them with rules, in file order
+	pace       Pace         // Line is 0 when no group asks for a pace
+}
+
+// ruleGroup is the rules of one group, in rule order (see ruleOrder): the
+// first that matches a path is the group's verdict on it.
+type ruleGroup struct {
+	rules []Rule
+	// anchored holds the indices of the rules anchored with '$', in
+	// order: the only ones that can match the query-less form of a path
+	// and not the path itself.
+	anchored []int32
+	load     ruleLoad
 }
 
 // Pace is what robots.txt asks of a crawler's pace: an interval between
