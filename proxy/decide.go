@@ -20,9 +20,10 @@ import (
 // decision is one request on its way through the proxy: its canonical
 // target, the verdict and the audit record that will describe it.
 type decision struct {
-	s       *Server
+	s *Server
+	// rec is the record; its Time, with the monotonic clock reading,
+	// is when the request began.
 	rec     audit.Record
-	start   time.Time
 	target  target
 	outURL  url.URL // the target as the transport is given it
 	verdict robots.Verdict
@@ -41,9 +42,9 @@ type decision struct {
 }
 
 func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {
-	d := &decision{s: s, start: time.Now()}
+	d := &decision{s: s}
 	d.rec = audit.Record{
-		Time: d.start, Client: r.RemoteAddr, Method: r.Method,
+		Time: time.Now(), Client: r.RemoteAddr, Method: r.Method,
 		Decision: robots.Decision{UserAgent: r.UserAgent()}, Mode: string(s.opts.Mode), PathsChecked: true,
 	}
 	if tun != nil {
@@ -330,7 +331,7 @@ func (d *decision) finish() {
 	}
 	d.done = true
 	d.admission.Done()
-	d.rec.Duration = float64(time.Since(d.start)) / float64(time.Millisecond)
+	d.rec.Duration = float64(time.Since(d.rec.Time)) / float64(time.Millisecond)
 	if err := d.s.opts.Audit.Write(&d.rec); err != nil && d.s.auditErrs.CompareAndSwap(false, true) {
 		d.s.log.Error("audit records are being dropped", "err", err)
 	}

@@ -87,10 +87,15 @@ type Record struct {
 	Bytes     int64   `json:"bytes"` // response body bytes relayed from the origin
 	Duration  float64 `json:"duration_ms"`
 	Error     string  `json:"error,omitempty"` // what went wrong upstream, in a few words
+}
 
-	// Cut names the fields Write cut to their bounds: a client cannot
-	// forge it, as it can a marker inside a value. Write sets it; a value
-	// given to Write is replaced.
+// cutRecord is a record as written when some of its fields had to be cut
+// to their bounds. Cut, apart from Record, costs the records that need no
+// cutting, every request's, nothing.
+type cutRecord struct {
+	*Record
+	// Cut names the fields cut: a client cannot forge it, as it can a
+	// marker inside a value.
 	Cut []string `json:"cut,omitempty"`
 }
 
@@ -484,7 +489,7 @@ func (r *Record) texts() [22]text {
 // with each bound a constant, most fields are judged by their length
 // alone (TestWithinBoundsAgreesWithTexts keeps the two the same).
 func (r *Record) withinBounds() bool {
-	return r.Cut == nil && len(r.GroupLines) <= maxGroupLines &&
+	return len(r.GroupLines) <= maxGroupLines &&
 		fits(r.Client, tokenBound) && fits(r.Method, wordBound) && fits(r.URL, targetBound) &&
 		fits(r.UserAgent, nameBound) && fits(r.Token, tokenBound) && fits(r.Verdict, wordBound) &&
 		fits(r.Reason, reasonBound) && fits(r.Rule, nameBound) && fits(r.Group, tokenBound) &&
@@ -499,9 +504,9 @@ func (r *Record) withinBounds() bool {
 // bounded returns a copy of r with each text field cut to its bound, or
 // to limit when that is lower, group_lines to its first maxGroupLines,
 // and the fields cut named in Cut.
-func (r *Record) bounded(limit int, e *encoder) *Record {
+func (r *Record) bounded(limit int, e *encoder) *cutRecord {
 	c := *r
-	c.Cut = nil
+	out := &cutRecord{Record: &c}
 	if c.UAToken != nil { // cut in the copy only
 		token := *c.UAToken
 		c.UAToken = &token
@@ -509,14 +514,14 @@ func (r *Record) bounded(limit int, e *encoder) *Record {
 	for _, t := range c.texts() {
 		if bound := min(t.bound, limit); t.s != nil && !fits(*t.s, bound) {
 			*t.s = e.cut(*t.s, bound)
-			c.Cut = append(c.Cut, t.name)
+			out.Cut = append(out.Cut, t.name)
 		}
 	}
 	if len(c.GroupLines) > maxGroupLines {
 		c.GroupLines = c.GroupLines[:maxGroupLines:maxGroupLines]
-		c.Cut = append(c.Cut, "group_lines")
+		out.Cut = append(out.Cut, "group_lines")
 	}
-	return &c
+	return out
 }
 
 // encoder encodes records into lines; a Writer keeps a pool of them.
@@ -540,7 +545,7 @@ func newEncoder() *encoder {
 // bytes: its fields cut to their bounds and, should that not be enough,
 // to the short form's. The line is e's until e is used again.
 func (e *encoder) encode(rec *Record, maxLine int) ([]byte, error) {
-	out := rec
+	var out any = rec
 	if !rec.withinBounds() {
 		out = rec.bounded(math.MaxInt, e)
 	}

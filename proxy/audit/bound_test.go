@@ -301,7 +301,6 @@ func worstRecord() *Record {
 		CrawlDelay: -math.MaxFloat64, CrawlDelayLine: math.MinInt, WaitedMS: -math.MaxFloat64 / 3,
 		DeniedDestination: true, Forwarded: true, Status: math.MinInt, Upstream: math.MinInt,
 		Bytes: math.MinInt64, Duration: -math.SmallestNonzeroFloat64,
-		Cut: slices.Repeat([]string{huge}, 100),
 	}
 	for i := range 10000 {
 		rec.GroupLines = append(rec.GroupLines, math.MinInt+i)

@@ -19,7 +19,7 @@ func TestReadmeDocumentsEveryField(t *testing.T) {
 			documented[strings.Trim(strings.TrimSpace(cells[1]), "`")] = true
 		}
 	}
-	for _, f := range reflect.VisibleFields(reflect.TypeFor[Record]()) {
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[cutRecord]()) {
 		if f.Anonymous {
 			continue // the embedded Decision's own fields follow
 		}

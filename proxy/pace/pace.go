@@ -354,20 +354,20 @@ type Identity struct {
 // request never went to the origin after all.
 type Admission struct {
 	Outcome Outcome
+	// ClientShare says, for Full, that what is full is the client's share
+	// of the table (Options.MaxSchedulesPerClient), not the table.
+	ClientShare bool
+	holdsConn   bool
 	// Waited is how long the request was held.
 	Waited time.Duration
 	// RetryAfter is when to come back, for TooEarly, Busy and Full.
 	RetryAfter time.Duration
-	// ClientShare says, for Full, that what is full is the client's share
-	// of the table (Options.MaxSchedulesPerClient), not the table.
-	ClientShare bool
 
-	p         *Pacer
-	key       uint64
-	slot      int64 // the start this request took in the Pacer's own schedule; -1 for none
-	interval  int64
-	origin    uint64
-	holdsConn bool
+	p        *Pacer
+	key      uint64
+	slot     int64 // the start this request took in the Pacer's own schedule; -1 for none
+	interval int64
+	origin   uint64
 	// sharedKey names the Shared schedule sharedSlot was taken on; "" for
 	// none.
 	sharedKey  string
