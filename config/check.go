@@ -456,16 +456,23 @@ func (c *checker) checkFetchSlots(cfg *Config) {
 	if !c.failed(name) && (cfg.MaxFetches < 1 || cfg.MaxFetches > maxFetches) {
 		c.report(name, nil, "%s is out of range; use a number of fetches from 1 to %d", c.shown(name), maxFetches)
 	}
-	maxOK := !c.failed(name)
-	if _, set := c.given(perName); !set && maxOK {
-		cfg.MaxFetchesPerClient = fetch.DefaultMaxPerClient(cfg.MaxFetches)
+	c.checkShare(name, perName, "fetches", cfg.MaxFetches, &cfg.MaxFetchesPerClient, fetch.DefaultMaxPerClient)
+}
+
+// checkShare checks one client's share (per, set by perName) of a bound
+// (total, set by name), and works out its default from the bound when
+// perName is unset.
+func (c *checker) checkShare(name, perName, unit string, total int, per *int, defaultShare func(total int) int) {
+	totalOK := !c.failed(name)
+	if _, set := c.given(perName); !set && totalOK {
+		*per = defaultShare(total)
 	}
 	switch {
 	case c.failed(perName):
-	case cfg.MaxFetchesPerClient < 1:
-		c.report(perName, nil, "%s is out of range; use a number of fetches from 1 to %s", c.shown(perName), name)
-	case maxOK && cfg.MaxFetchesPerClient > cfg.MaxFetches:
-		c.report(perName, nil, "%s is above %s (%d); use a number of fetches from 1 to %d", c.shown(perName), name, cfg.MaxFetches, cfg.MaxFetches)
+	case *per < 1:
+		c.report(perName, nil, "%s is out of range; use a number of %s from 1 to %s", c.shown(perName), unit, name)
+	case totalOK && *per > total:
+		c.report(perName, nil, "%s is above %s (%d); use a number of %s from 1 to %d", c.shown(perName), name, total, unit, total)
 	}
 }
 
@@ -574,18 +581,7 @@ func (c *checker) checkClientLimits(cfg *Config) {
 // connections, and works out its default.
 func (c *checker) checkConnectionShare(cfg *Config) {
 	const name, perName = "ROBOTSGATE_MAX_CONNECTIONS", "ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT"
-	maxOK := !c.failed(name)
-	if _, set := c.given(perName); !set && maxOK {
-		cfg.MaxConnectionsPerClient = proxy.DefaultMaxConnectionsPerClient(cfg.MaxConnections)
-	}
-	switch {
-	case c.failed(perName):
-	case cfg.MaxConnectionsPerClient < 1:
-		c.report(perName, nil, "%s is out of range; use a number of connections from 1 to %s", c.shown(perName), name)
-	case maxOK && cfg.MaxConnectionsPerClient > cfg.MaxConnections:
-		c.report(perName, nil, "%s is above %s (%d); use a number of connections from 1 to %d",
-			c.shown(perName), name, cfg.MaxConnections, cfg.MaxConnections)
-	}
+	c.checkShare(name, perName, "connections", cfg.MaxConnections, &cfg.MaxConnectionsPerClient, proxy.DefaultMaxConnectionsPerClient)
 }
 
 // checkUnknown reports ROBOTSGATE_* variables that set nothing, which are

@@ -87,7 +87,7 @@ func testConnShare(t *testing.T, mitm bool) {
 	}
 
 	// Another client connects and gets its answers.
-	otherClient := clientFrom(t, p, other)
+	otherClient := p.clientFrom(t, other)
 	for path, want := range map[string]int{"/page": http.StatusOK, "/private/x": http.StatusForbidden} {
 		r := get(t, otherClient, "http://"+o.addr+path, crawlerUA)
 		if r.status != want || want == http.StatusOK && string(r.body) != o.page(path) {
@@ -140,13 +140,6 @@ func dialFrom(t *testing.T, p *proxyProcess, src string) net.Conn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
-}
-
-// clientFrom is an HTTP client that uses the proxy from source address
-// src.
-func clientFrom(t *testing.T, p *proxyProcess, src string) *http.Client {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: requestTimeout}
-	return newClient(t, &http.Transport{Proxy: http.ProxyURL(p.url), DialContext: d.DialContext})
 }
 
 // connectFrom opens a tunnel to target from source address src.

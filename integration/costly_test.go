@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -29,11 +28,7 @@ func TestCostlyPaths(t *testing.T) {
 	t.Parallel()
 	o := newOrigin(t, false, map[string]http.HandlerFunc{"/robots.txt": robotsTxt(costlyRobots())})
 	p := startProxy(t)
-	from := func(addr string) *http.Client {
-		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}, Timeout: requestTimeout}
-		return newClient(t, &http.Transport{Proxy: http.ProxyURL(p.url), DialContext: dialer.DialContext, MaxIdleConnsPerHost: 16})
-	}
-	hostile, other := from("127.0.0.2"), from("127.0.0.3")
+	hostile, other := p.clientFrom(t, "127.0.0.2"), p.clientFrom(t, "127.0.0.3")
 
 	tooCostly := "/" + strings.Repeat("zq/./", 7<<10/5)
 	r := get(t, hostile, o.base()+tooCostly, crawlerUA)

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -109,10 +108,6 @@ func TestFetchShare(t *testing.T) {
 
 	p := startProxy(t, "ROBOTSGATE_MAX_FETCHES=8", "ROBOTSGATE_MAX_FETCHES_PER_CLIENT=2",
 		"ROBOTSGATE_FETCH_TIMEOUT="+fetchTimeout.String(), "ROBOTSGATE_MITM=false", "ROBOTSGATE_LOG_LEVEL=debug")
-	from := func(addr string) *http.Client {
-		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}, Timeout: requestTimeout}
-		return newClient(t, &http.Transport{Proxy: http.ProxyURL(p.url), DialContext: dialer.DialContext})
-	}
 	// waitInLine waits until n robots.txt fetches of client's have lined up
 	// for a slot, as robotsgate's debug log says.
 	waitInLine := func(client string, n int) {
@@ -138,7 +133,7 @@ func TestFetchShare(t *testing.T) {
 	var hostileWG sync.WaitGroup
 	ask := func(origins []*origin) {
 		for _, o := range origins {
-			c := from(owner[o.addr])
+			c := p.clientFrom(t, owner[o.addr])
 			hostileWG.Go(func() {
 				u := o.base() + "/page"
 				r, err := tryGet(c, u, crawlerUA)
@@ -169,7 +164,7 @@ func TestFetchShare(t *testing.T) {
 	for client, n := range lining {
 		waitInLine(client, n)
 	}
-	healthy := from(healthyAddr)
+	healthy := p.clientFrom(t, healthyAddr)
 	public := healthyOrigin.base() + "/public"
 	healthyAnswer := make(chan answer, 1)
 	go func() {
@@ -244,7 +239,7 @@ func TestFetchShare(t *testing.T) {
 	if r := get(t, healthy, retried, crawlerUA); r.status != http.StatusOK || string(r.body) != o.page("/page") {
 		t.Errorf("%s after the slots freed: status %d, body %q; want the page, as its robots.txt allows", retried, r.status, r.body)
 	}
-	if r := get(t, from(greedy), o.base()+"/private/y", crawlerUA); r.status != http.StatusForbidden ||
+	if r := get(t, p.clientFrom(t, greedy), o.base()+"/private/y", crawlerUA); r.status != http.StatusForbidden ||
 		!strings.Contains(r.header.Get("X-Robotsgate-Decision"), `rule="/private/"`) {
 		t.Errorf("%s/private/y: status %d, decision %q; want 403 by Disallow: /private/", o.base(), r.status, r.header.Get("X-Robotsgate-Decision"))
 	}

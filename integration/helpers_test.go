@@ -239,6 +239,14 @@ func (p *proxyProcess) client(t *testing.T) *http.Client {
 }
 
 // directClient talks to servers directly, never through a proxy.
+// clientFrom is an HTTP client that uses the proxy from the source address
+// src: robotsgate tells clients apart by address (Linux routes all of
+// 127.0.0.0/8 to the loopback interface).
+func (p *proxyProcess) clientFrom(t *testing.T, src string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: requestTimeout}
+	return newClient(t, &http.Transport{Proxy: http.ProxyURL(p.url), DialContext: d.DialContext, MaxIdleConnsPerHost: 16})
+}
+
 func directClient(t *testing.T) *http.Client {
 	return newClient(t, &http.Transport{Proxy: nil})
 }

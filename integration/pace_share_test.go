@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -31,11 +30,7 @@ func TestPaceShare(t *testing.T) {
 	)
 	o := newOrigin(t, false, map[string]http.HandlerFunc{"/robots.txt": robotsTxt("User-agent: *\nCrawl-delay: 60\n")})
 	p := startProxy(t, "ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT=64")
-	from := func(addr string) *http.Client {
-		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(addr)}, Timeout: requestTimeout}
-		return newClient(t, &http.Transport{Proxy: http.ProxyURL(p.url), DialContext: dialer.DialContext})
-	}
-	hostile, healthy := from("127.0.0.2"), from("127.0.0.3")
+	hostile, healthy := p.clientFrom(t, "127.0.0.2"), p.clientFrom(t, "127.0.0.3")
 
 	start := time.Now()
 	held, full := 0, 0
