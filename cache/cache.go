@@ -568,20 +568,9 @@ func (c *Cache[V]) next(failures int, good *entry[V], r Result[V], now time.Time
 		if staleUntil.Before(expires) {
 			expires = staleUntil // the next Get past the horizon must not serve it
 		}
-		return &entry[V]{
-			value: good.value,
-			info: Info{
-				Outcome:     good.info.Outcome,
-				LastOutcome: r.Outcome,
-				Failures:    failures,
-				LoadedAt:    good.goodAt,
-				ExpiresAt:   expires,
-			},
-			stale:     true,
-			cost:      good.cost,
-			goodAt:    good.goodAt,
-			keepUntil: c.keepUntil(expires, staleUntil),
-		}
+		e := staleOf(good, failures, r.Outcome, expires)
+		e.keepUntil = c.keepUntil(expires, staleUntil)
+		return e
 	}
 	return &entry[V]{
 		value: r.Value,
@@ -598,25 +587,31 @@ func (c *Cache[V]) next(failures int, good *entry[V], r Result[V], now time.Time
 	}
 }
 
+// staleOf is the entry that serves good's value stale after loads that
+// failed, the last one ending in lastOutcome, until expires.
+func staleOf[V any](good *entry[V], failures int, lastOutcome string, expires time.Time) *entry[V] {
+	return &entry[V]{
+		value: good.value,
+		info: Info{
+			Outcome:     good.info.Outcome,
+			LastOutcome: lastOutcome,
+			Failures:    failures,
+			LoadedAt:    good.goodAt,
+			ExpiresAt:   expires,
+		},
+		stale:  true,
+		cost:   good.cost,
+		goodAt: good.goodAt,
+	}
+}
+
 // discarded is what the Get that started a load whose result r was
 // discarded gets, stored nowhere: the good value (held in good, nil if
 // none) served stale while younger than MaxStale, else r's value. Its
 // Info keeps the key's failure count, and says a load is due at once.
 func (c *Cache[V]) discarded(failures int, good *entry[V], r Result[V], now time.Time) flightResult[V] {
 	if good != nil && now.Sub(good.goodAt) < c.opts.MaxStale {
-		return flightResult[V]{e: &entry[V]{
-			value: good.value,
-			info: Info{
-				Outcome:     good.info.Outcome,
-				LastOutcome: r.Outcome,
-				Failures:    failures,
-				LoadedAt:    good.goodAt,
-				ExpiresAt:   now,
-			},
-			stale:  true,
-			cost:   good.cost,
-			goodAt: good.goodAt,
-		}, src: SourceLoaded}
+		return flightResult[V]{e: staleOf(good, failures, r.Outcome, now), src: SourceLoaded}
 	}
 	return flightResult[V]{e: &entry[V]{
 		value: r.Value,
