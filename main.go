@@ -26,12 +26,12 @@ import (
 	"robotsgate/config"
 	"robotsgate/proxy"
 	"robotsgate/proxy/audit"
-	"robotsgate/proxy/cmd/check"
 	"robotsgate/proxy/cmd/report"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
 	"robotsgate/proxy/pace"
 	"robotsgate/robots"
+	"robotsgate/robots/cmd/check"
 	"robotsgate/robots/fetch"
 )
 

@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"robotsgate/proxy/egress"
+	"robotsgate/proxy/netcause"
 	"robotsgate/proxy/pace"
-	"robotsgate/robots/fetch/egress"
-	"robotsgate/robots/fetch/netcause"
 )
 
 // via is how robotsgate names itself in Via (RFC 9110 §7.6.3), by the

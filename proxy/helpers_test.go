@@ -22,11 +22,11 @@ import (
 	"robotsgate/cache"
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
+	"robotsgate/proxy/egress"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
 	"robotsgate/proxy/pace"
 	"robotsgate/robots/fetch"
-	"robotsgate/robots/fetch/egress"
 )
 
 // testRobots is the robots.txt test origins serve unless told otherwise.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"robotsgate/proxy/destination"
-	"robotsgate/robots/fetch/egress"
+	"robotsgate/proxy/egress"
 )
 
 // maxConnectAnswerBytes bounds the header of an upstream proxy's answer

@@ -26,9 +26,9 @@ import (
 	"time"
 	"unsafe"
 
+	"robotsgate/proxy/egress"
+	"robotsgate/proxy/netcause"
 	"robotsgate/robots"
-	"robotsgate/robots/fetch/egress"
-	"robotsgate/robots/fetch/netcause"
 )
 
 // Defaults of [Options].

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 
 	"robotsgate/cache"
+	"robotsgate/proxy/egress"
 	"robotsgate/robots"
-	"robotsgate/robots/fetch/egress"
 )
 
 // Load fetches origin's robots.txt for the rules cache (it is a

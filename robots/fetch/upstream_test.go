@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"robotsgate/proxy/egress"
 	"robotsgate/robots"
-	"robotsgate/robots/fetch/egress"
 )
 
 // testUpstream is a forward proxy on 127.0.0.1 for fetches to go through:

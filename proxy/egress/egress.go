@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"robotsgate/robots/fetch/netcause"
+	"robotsgate/proxy/netcause"
 )
 
 // Bounds of the verdicts a Proxy keeps on origins, so that a request does
