@@ -1,0 +1,48 @@
+package pace
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collector metrics: schedules kept, requests held, identities turned away.
+var (
+	schedulesDesc = prometheus.NewDesc("robotsgate_pace_schedules",
+		"Crawl-delay schedules kept, one per (origin, identity) held back now; about "+fmt.Sprint(ScheduleBytes)+" bytes each.", nil, nil)
+	waitingDesc = prometheus.NewDesc("robotsgate_pace_waiting",
+		"Requests held now for their slot or for a connection (ROBOTSGATE_CRAWL_DELAY=wait).", nil, nil)
+	fullDesc = prometheus.NewDesc("robotsgate_pace_schedules_full_total",
+		"Requests of a new identity that found the schedule table full.", nil, nil)
+	shareFullDesc = prometheus.NewDesc("robotsgate_pace_client_share_full_total",
+		"Requests of a new identity whose client holds its share of the schedule table (ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT).", nil, nil)
+	sharedTakesDesc = prometheus.NewDesc("robotsgate_pace_shared_takes_total",
+		"Requests paced by the schedules the fleet shares.", nil, nil)
+	fallbacksDesc = prometheus.NewDesc("robotsgate_pace_shared_fallbacks_total",
+		"Requests paced by this instance alone because the schedules the fleet shares failed.", nil, nil)
+)
+
+// Describe implements prometheus.Collector. The shared schedules' metrics
+// are there only when the Pacer has Shared schedules.
+func (p *Pacer) Describe(ch chan<- *prometheus.Desc) {
+	ch <- schedulesDesc
+	ch <- waitingDesc
+	ch <- fullDesc
+	ch <- shareFullDesc
+	if p.opts.Shared != nil {
+		ch <- sharedTakesDesc
+		ch <- fallbacksDesc
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (p *Pacer) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(schedulesDesc, prometheus.GaugeValue, float64(p.Schedules()))
+	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(p.waiting.Load()))
+	ch <- prometheus.MustNewConstMetric(fullDesc, prometheus.CounterValue, float64(p.full.Load()))
+	ch <- prometheus.MustNewConstMetric(shareFullDesc, prometheus.CounterValue, float64(p.shareFull.Load()))
+	if p.opts.Shared != nil {
+		ch <- prometheus.MustNewConstMetric(sharedTakesDesc, prometheus.CounterValue, float64(p.sharedTakes.Load()))
+		ch <- prometheus.MustNewConstMetric(fallbacksDesc, prometheus.CounterValue, float64(p.fallbacks.Load()))
+	}
+}
