@@ -167,10 +167,10 @@ func (t *connTracker) listen(ln net.Listener) net.Listener {
 }
 
 // drain ends every connection's reads now, so each one closes as soon as
-// it has finished writing what it was writing (goproxy closes a tunnel
-// whose next request cannot be read), and waits for all of them to close,
-// or for ctx to end. Closing them outright could cut a response's last
-// bytes, written after its body was read.
+// it has finished writing what it was writing (a blind tunnel or an
+// upgraded connection ends at its next read), and waits for all of them
+// to close, or for ctx to end. Closing them outright could cut a
+// response's last bytes, written after its body was read.
 func (t *connTracker) drain(ctx context.Context) {
 	t.mu.Lock()
 	now := time.Now()

@@ -5,8 +5,12 @@
 // Every request, read plainly or inside a tunnel, becomes one canonical
 // target (target.go) that is judged and then forwarded byte for byte, never
 // re-encoded: the request the gate judges is the request the origin gets.
-// Requests are read by net/http servers with bounded headers and timeouts;
-// goproxy takes CONNECT and hands the connection over. HTTPS is intercepted
+// Requests are read by net/http servers with bounded headers and timeouts.
+// goproxy (github.com/elazarl/goproxy) does one thing here: it takes each
+// CONNECT, asks handleConnect what to do, and hijacks the connection,
+// either to write handleConnect's refusal and close it, or to hand it to
+// serveTunnel, which answers the CONNECT itself; it never dials, forwards
+// or intercepts anything. HTTPS is intercepted
 // with robotsgate's own CA (package mitm) and the requests inside are
 // served like plain ones; with interception off a TLS tunnel is judged by
 // host alone, and plain HTTP inside a tunnel is always read and judged.
@@ -252,13 +256,11 @@ func New(opts Options) (*Server, error) {
 	}
 	s.endpoints = s.newEndpoints()
 
+	// goproxy's transport and dialers, and their defaults (the process's
+	// HTTP(S)_PROXY, TLS unverified), serve only requests that are not
+	// CONNECT and CONNECTs it accepts or intercepts itself: it gets
+	// neither, handleConnect refuses or hijacks every one.
 	gp := goproxy.NewProxyHttpServer()
-	// goproxy's defaults read the process's HTTP(S)_PROXY and skip TLS
-	// verification; it only ever takes CONNECT here, but leave nothing of
-	// those defaults in place.
-	gp.Tr = s.transport
-	gp.ConnectDial = nil
-	gp.ConnectDialWithReq = nil
 	gp.Logger = goproxyLogger{s.log}
 	gp.OnRequest().HandleConnectFunc(s.handleConnect)
 	s.goproxy = gp
@@ -458,8 +460,9 @@ func newTransport(o UpstreamOptions, dialer *net.Dialer) *http.Transport {
 	}
 }
 
-// goproxyLogger routes goproxy's own messages, which are about clients
-// going away, to slog at debug level.
+// goproxyLogger routes goproxy's own messages, which are about a
+// connection it could not hijack or a refusal it could not write (the
+// client went away), to slog at debug level.
 type goproxyLogger struct{ log *slog.Logger }
 
 func (l goproxyLogger) Printf(format string, args ...any) {
