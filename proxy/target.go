@@ -46,8 +46,6 @@ type requestError struct {
 	why    string
 }
 
-func (e *requestError) Error() string { return e.why }
-
 func badRequest(why string) *requestError {
 	return &requestError{status: http.StatusBadRequest, why: why}
 }

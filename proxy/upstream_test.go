@@ -411,7 +411,7 @@ func TestUpstreamProxyNamesResolvedHere(t *testing.T) {
 	plain := startOrigin(t, originConfig{robots: testRobots})
 	_, plainPort, _ := net.SplitHostPort(plain.host())
 	robotsURL := "http://localhost:" + plainPort + "/robots.txt"
-	linkLocal := destination.New(destination.DefaultDeny())
+	linkLocal := destination.New([]netip.Prefix{netip.MustParsePrefix("169.254.0.0/16")})
 
 	t.Run("unresolved", func(t *testing.T) {
 		up := startUpstream(t, nil)

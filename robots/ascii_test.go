@@ -46,7 +46,7 @@ func TestASCIIFolding(t *testing.T) {
 // short one: ASCII letters only.
 func TestLongTokenFoldsASCIIOnly(t *testing.T) {
 	name := "kbot" + strings.Repeat("x", 70)
-	r := Parse([]byte("User-agent: " + name + "\nDisallow: /\n"))
+	r := Parser{}.Parse([]byte("User-agent: " + name + "\nDisallow: /\n"))
 	if r.Check(strings.ToUpper(name), "/a").Allowed {
 		t.Error("the upper-case token must select the group")
 	}

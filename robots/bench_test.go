@@ -20,7 +20,7 @@ func BenchmarkParse(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, body := range bodies {
-			Parse(body)
+			Parser{}.Parse(body)
 		}
 	}
 }
@@ -42,7 +42,7 @@ var checkPaths = []string{
 }
 
 func BenchmarkCheck(b *testing.B) {
-	r := Parse(corpusFiles(b)["twitter_2022.texting_robots.txt"])
+	r := Parser{}.Parse(corpusFiles(b)["twitter_2022.texting_robots.txt"])
 	tokens := []string{"Googlebot", "bingbot", "GPTBot"}
 	b.ReportAllocs()
 	i := 0
@@ -57,7 +57,7 @@ func BenchmarkCheck(b *testing.B) {
 // it must cost about what Check does. "tricky" is a path with dot
 // segments, escapes and parameters, whose every reading is judged.
 func BenchmarkCheckReadings(b *testing.B) {
-	r := Parse(corpusFiles(b)["twitter_2022.texting_robots.txt"])
+	r := Parser{}.Parse(corpusFiles(b)["twitter_2022.texting_robots.txt"])
 	tokens := []string{"Googlebot", "bingbot", "GPTBot"}
 	b.Run("same-paths", func(b *testing.B) {
 		b.ReportAllocs()
@@ -83,7 +83,7 @@ func BenchmarkCheckLongPath(b *testing.B) {
 		{"plain", "/aaaaaaaaab"},
 		{"wildcards", "/*a*a*a*a*a*a*a*a*a*a*b$"},
 	} {
-		r := Parse([]byte("User-agent: *\nDisallow: " + bench.pattern + "\n"))
+		r := Parser{}.Parse([]byte("User-agent: *\nDisallow: " + bench.pattern + "\n"))
 		b.Run(bench.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -110,7 +110,7 @@ func BenchmarkRetained(b *testing.B) {
 		b.Run(bench.label, func(b *testing.B) {
 			measured, estimate := retainedHeap(Parser{}, files[bench.name])
 			for b.Loop() {
-				Parse(files[bench.name])
+				Parser{}.Parse(files[bench.name])
 			}
 			b.ReportMetric(float64(len(files[bench.name])), "file-B")
 			b.ReportMetric(float64(measured), "heap-B")

@@ -78,7 +78,7 @@ func TestGoogleConformance(t *testing.T) {
 		if c.UserAgent != nil {
 			agents = append(agents, *c.UserAgent)
 		}
-		robots := Parse(c.body(t))
+		robots := Parser{}.Parse(c.body(t))
 		path := PathAndQuery(c.URL)
 		got := false // allowed if any agent is allowed, as upstream's AllowedByRobots
 		for _, agent := range agents {
@@ -180,7 +180,7 @@ func (in reporterInput) body(t *testing.T) []byte {
 }
 
 // checkStatsReporter counts what Google's RobotsStatsReporter counts, as a
-// consumer of Lines.
+// consumer of the line walk (lines).
 func checkStatsReporter(t *testing.T, h conformanceHelper) {
 	var in reporterInput
 	mustUnmarshal(t, h.Input, &in)
@@ -188,7 +188,7 @@ func checkStatsReporter(t *testing.T, h conformanceHelper) {
 	mustUnmarshal(t, h.Expected, &want)
 	valid, unknown, last := 0, 0, 0
 	var sitemap strings.Builder
-	for line := range Lines(in.body(t)) {
+	for line := range lines(decodeText(in.body(t))) {
 		switch line.Directive {
 		case DirectiveNone:
 			continue
@@ -211,7 +211,7 @@ func checkStatsReporter(t *testing.T, h conformanceHelper) {
 }
 
 // checkParsingReporter rebuilds Google's per-line RobotsParsingReporter
-// records from Lines.
+// records from the line walk (lines).
 func checkParsingReporter(t *testing.T, h conformanceHelper) {
 	var in reporterInput
 	mustUnmarshal(t, h.Input, &in)
@@ -234,7 +234,7 @@ func checkParsingReporter(t *testing.T, h conformanceHelper) {
 	}
 	var records []record
 	valid, last := 0, 0
-	for line := range Lines(in.body(t)) {
+	for line := range lines(decodeText(in.body(t))) {
 		tag := "Unknown"
 		switch line.Directive {
 		case DirectiveUserAgent:

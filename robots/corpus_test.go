@@ -77,7 +77,7 @@ func TestCorpusParses(t *testing.T) {
 	tokens := []string{"Googlebot", "bingbot", "GPTBot", "MJ12bot", "", "*"}
 	var truncated []string
 	for name, body := range corpusFiles(t) {
-		r := Parse(body)
+		r := Parser{}.Parse(body)
 		if r.Truncated() {
 			truncated = append(truncated, name)
 		}
@@ -142,12 +142,12 @@ func TestCorpusDecisions(t *testing.T) {
 		if !ok {
 			t.Fatalf("corpus file %s is missing", c.file)
 		}
-		v := Parse(body).Check(c.token, c.path)
+		v := Parser{}.Parse(body).Check(c.token, c.path)
 		if v.Allowed != c.allowed || v.Reason() != c.reason {
 			t.Errorf("%s: Check(%q, %q) = %v %q, want %v %q", c.file, c.token, c.path, v.Allowed, v.Reason(), c.allowed, c.reason)
 		}
 	}
-	if p, ok := Parse(files["github.com_2024.txt"]).Pace("baidu"); !ok || p.Interval != time.Second || p.Rule() != "Crawl-delay: 1" {
+	if p, ok := (Parser{}).Parse(files["github.com_2024.txt"]).Pace("baidu"); !ok || p.Interval != time.Second || p.Rule() != "Crawl-delay: 1" {
 		t.Errorf("github baidu pace = %+v %v, want Crawl-delay: 1", p, ok)
 	}
 }

@@ -19,7 +19,7 @@ func sixteenReadings(tb testing.TB, size int, fill string) string {
 	b.WriteString(strings.Repeat("x", size-b.Len()-len(query)))
 	b.WriteString(query)
 	path := b.String()
-	if readings, _ := Readings(path); len(path) != size || len(readings) != 16 {
+	if readings, _ := readingsOf(path); len(path) != size || len(readings) != 16 {
 		tb.Fatalf("%d bytes with %d readings, want %d and 16", len(path), len(readings), size)
 	}
 	return path
@@ -43,7 +43,7 @@ func TestDecisionCostCorpus(t *testing.T) {
 		var worstAt string
 		refused := 0
 		for name, body := range corpusFiles(t) {
-			r := Parse(body)
+			r := Parser{}.Parse(body)
 			tokens := []string{"corpus-test-bot"} // the "*" groups
 			for token := range r.agents {
 				tokens = append(tokens, token)
@@ -104,9 +104,9 @@ func TestTooCostly(t *testing.T) {
 // The estimate grows with what a decision does: the path's length, its
 // readings, wildcard rules and, for a path with a query, anchored rules.
 func TestDecisionCostGrows(t *testing.T) {
-	literal := Parse([]byte("User-agent: *\nDisallow: /a\nDisallow: /b\n"))
-	wildcard := Parse([]byte("User-agent: *\nDisallow: /a\nDisallow: /*b\n"))
-	anchored := Parse([]byte("User-agent: *\nDisallow: /a\nDisallow: /*b$\n"))
+	literal := Parser{}.Parse([]byte("User-agent: *\nDisallow: /a\nDisallow: /b\n"))
+	wildcard := Parser{}.Parse([]byte("User-agent: *\nDisallow: /a\nDisallow: /*b\n"))
+	anchored := Parser{}.Parse([]byte("User-agent: *\nDisallow: /a\nDisallow: /*b$\n"))
 	long := "/" + strings.Repeat("x", 999)
 	for _, tt := range []struct {
 		name          string
@@ -126,7 +126,7 @@ func TestDecisionCostGrows(t *testing.T) {
 		t.Errorf("a query costs %d, the same bytes without one %d", with, without)
 	}
 	// Nothing to match, nothing to pay.
-	for _, a := range []*Answer{nil, {Outcome: OutcomeUnreachable}, {Outcome: OutcomeUnavailable}, {Outcome: OutcomeOK, Robots: Parse(nil)}} {
+	for _, a := range []*Answer{nil, {Outcome: OutcomeUnreachable}, {Outcome: OutcomeUnavailable}, {Outcome: OutcomeOK, Robots: Parser{}.Parse(nil)}} {
 		if c := a.Prepare("bot", long).Cost(); c != 0 {
 			t.Errorf("%v: cost %d, want 0", a, c)
 		}
@@ -136,7 +136,7 @@ func TestDecisionCostGrows(t *testing.T) {
 // Preparing and judging a path with nothing to read otherwise allocates
 // nothing, a query and an anchored rule included.
 func TestPrepareDoesNotAllocate(t *testing.T) {
-	r := Parse([]byte(fileRobots))
+	r := Parser{}.Parse([]byte(fileRobots))
 	a := &Answer{Outcome: OutcomeOK, Robots: r}
 	for _, path := range []string{"/doc.html", "/doc.html?x=1", "/w/load.php?modules=x", "/doc.pdf"} {
 		if n := testing.AllocsPerRun(100, func() {

@@ -36,7 +36,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("ignored line %d outside 1..%d", l.Line, r.Lines())
 			}
 		}
-		if d := Parse(body); d.Ignored() != nil || d.IgnoredCount() != r.IgnoredCount() {
+		if d := (Parser{}).Parse(body); d.Ignored() != nil || d.IgnoredCount() != r.IgnoredCount() {
 			t.Fatalf("without KeepIgnored: %d lines kept, IgnoredCount %d, want none and %d", len(d.Ignored()), d.IgnoredCount(), r.IgnoredCount())
 		}
 		if !r.Check("fuzzbot", "/robots.txt").Allowed {
@@ -76,7 +76,7 @@ func FuzzDisallowAllIsNeverMorePermissive(f *testing.F) {
 		if len(body) > DefaultMaxBytes/2 || strings.HasPrefix(body, "\xFF\xFE") || strings.HasPrefix(body, "\xFE\xFF") {
 			return // past the limit, or UTF-16: appended ASCII would not be read as written
 		}
-		original := Parse([]byte(body))
+		original := Parser{}.Parse([]byte(body))
 		v := original.Check(token, path)
 		name, global := ProductName(token)
 		var header string
@@ -88,7 +88,7 @@ func FuzzDisallowAllIsNeverMorePermissive(f *testing.F) {
 		default:
 			header = "User-agent: " + name
 		}
-		extended := Parse([]byte(body + "\n" + header + "\nDisallow: /\n"))
+		extended := Parser{}.Parse([]byte(body + "\n" + header + "\nDisallow: /\n"))
 		w := extended.Check(token, path)
 		if !v.Allowed && w.Allowed {
 			t.Fatalf("appending %q + Disallow: / allowed %q for %q: %s -> %s", header, path, token, v.Reason(), w.Reason())
@@ -102,7 +102,7 @@ func FuzzCheck(f *testing.F) {
 		f.Add(s, "barbot", "/a%2fb/%E3%83%84?x=$*")
 	}
 	f.Fuzz(func(t *testing.T, body, token, path string) {
-		r := Parse([]byte(body))
+		r := Parser{}.Parse([]byte(body))
 		v := r.Check(token, path)
 		switch v.Cause {
 		case CauseRule:
@@ -221,7 +221,7 @@ func FuzzDisallowsAllIsSound(f *testing.F) {
 		if !strings.HasPrefix(path, "/") || isRobotsTxt(path) {
 			return
 		}
-		r := Parse([]byte(body))
+		r := Parser{}.Parse([]byte(body))
 		if _, all := r.DisallowsAll("fuzzbot"); all {
 			if v := r.Check("fuzzbot", path); v.Allowed {
 				t.Fatalf("DisallowsAll, but %q is allowed: %s", path, v.Reason())

@@ -254,7 +254,7 @@ func intsString(lines []int) string {
 func checkGroupsFile(t *testing.T, spec []byte, paths ...string) {
 	t.Helper()
 	body, ref := genGroupsFile(spec)
-	r := Parse([]byte(body))
+	r := Parser{}.Parse([]byte(body))
 	merged := ref.robots()
 	for _, token := range groupTokens {
 		if rs, want := r.ruleSetFor(token), ref.lookup(token); (rs == nil) != (want == nil) {

@@ -79,13 +79,10 @@ type Line struct {
 	TooLong      bool // longer than MaxLineBytes; the rest was dropped
 }
 
-// Lines walks body once and yields every physical line, including the
-// empty line after a final line break. A UTF-8 byte order mark (or a
-// leading part of one) is skipped; a UTF-16 body with a byte order mark is
-// read as UTF-16. NUL and other bytes that are not UTF-8 are kept as they
-// are and never end a line.
-func Lines(body []byte) iter.Seq[Line] { return lines(decodeText(body)) }
-
+// lines walks text, a body decodeText has read, once and yields every
+// physical line, including the empty line after a final line break. NUL
+// and other bytes that are not UTF-8 are kept as they are and never end a
+// line.
 func lines(text string) iter.Seq[Line] {
 	return func(yield func(Line) bool) {
 		// nl and cr are the positions of the next '\n' and '\r' at or
@@ -127,7 +124,8 @@ func indexFrom(s string, from int, c byte) int {
 	return from + i
 }
 
-// decodeText returns body as a new string without a byte order mark.
+// decodeText returns body as a new string without a byte order mark,
+// read as UTF-16 when its byte order mark says so.
 func decodeText(body []byte) string {
 	switch {
 	case len(body) >= 2 && body[0] == 0xFF && body[1] == 0xFE:

@@ -93,7 +93,7 @@ func TestPaceChoice(t *testing.T) {
 		"\n" + // 15
 		"User-agent: c\n" + // 16
 		"Disallow: /\n" // 17: no pace, and * does not apply to c
-	r := Parse([]byte(body))
+	r := Parser{}.Parse([]byte(body))
 	for _, c := range []struct {
 		token string
 		rule  string
@@ -115,7 +115,7 @@ func TestPaceChoice(t *testing.T) {
 	// One group for the rules, two paces: a pace line speaks for the
 	// user-agent lines just above it. A pace after a rule still belongs
 	// to its group's names.
-	r = Parse([]byte("User-agent: bingbot\nCrawl-delay: 10\nUser-agent: *\nCrawl-delay: 1\nDisallow: /x\nRequest-rate: 1/2\n"))
+	r = Parser{}.Parse([]byte("User-agent: bingbot\nCrawl-delay: 10\nUser-agent: *\nCrawl-delay: 1\nDisallow: /x\nRequest-rate: 1/2\n"))
 	for token, want := range map[string]string{"bingbot": "Crawl-delay: 10", "other": "Request-rate: 1/2"} {
 		if p, _ := r.Pace(token); p.Rule() != want {
 			t.Errorf("Pace(%q) = %q, want %q", token, p.Rule(), want)

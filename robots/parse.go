@@ -27,13 +27,10 @@ type Parser struct {
 	KeepIgnored bool
 }
 
-// Parse parses body with the default parse limit, keeping no list of
-// ignored lines. It never fails: a malformed file yields the rules that
-// parse, and the lines that did not are counted by [Robots.IgnoredCount].
-func Parse(body []byte) *Robots { return Parser{}.Parse(body) }
-
-// Parse parses body; see the package-level [Parse]. The body is not
-// retained and may be reused once Parse returns. The result keeps memory
+// Parse parses body. It never fails: a malformed file yields the rules
+// that parse, and the lines that did not are counted by
+// [Robots.IgnoredCount] (and kept, with [Parser.KeepIgnored]). The body is
+// not retained and may be reused once Parse returns. The result keeps memory
 // linear in the bytes parsed (see [MaxRetainedPerByte]): the groups naming
 // a product are merged as RFC 9309 says when it is judged, and each group
 // is kept once however many products it names.

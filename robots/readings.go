@@ -42,7 +42,7 @@ const (
 	StepCleanDots
 	// StepDropQuery drops the query, "?" included, even an empty one: a
 	// static file server sends /doc.pdf for "/doc.pdf?x=1". It is not a
-	// reading of its own in [Readings]: [Robots.CheckReadings] judges the
+	// reading of its own: [Robots.CheckReadings] judges the
 	// query-less form of each reading beside it, the longest rule that
 	// matches either deciding (see there).
 	StepDropQuery
@@ -50,7 +50,7 @@ const (
 	numSteps
 )
 
-// pathSteps are the steps [Readings] combines: every one but
+// pathSteps are the steps expandReadings combines: every one but
 // StepDropQuery.
 const pathSteps = StepDropQuery
 
@@ -139,16 +139,6 @@ func (r Reading) StepsString() string {
 	return b.String()
 }
 
-// Readings returns every form pathAndQuery takes under any sequence of
-// steps but StepDropQuery, the path as sent first, each with the shortest
-// sequence that gives it; ok is false when there are more than MaxReadings
-// (the first MaxReadings are returned). Every step only ever shortens a
-// path or leaves it alone, so the set is finite.
-func Readings(pathAndQuery string) (readings []Reading, ok bool) {
-	readings, _, stop := expandReadings(pathAndQuery, nil, 0)
-	return readings, stop != stopMaxReadings
-}
-
 // expansionStop says why expandReadings stopped early.
 type expansionStop uint8
 
@@ -158,7 +148,10 @@ const (
 	stopMaxCost                          // the cost passed MaxDecisionCost
 )
 
-// expandReadings lists the readings of pathAndQuery as Readings does.
+// expandReadings returns every form pathAndQuery takes under any sequence
+// of steps but StepDropQuery, the path as sent first, each with the
+// shortest sequence that gives it, at most MaxReadings of them. Every step
+// only ever shortens a path or leaves it alone, so the set is finite.
 // With cost, each reading past the first adds what judging it costs to
 // spent, which starts at the first's, and the listing stops once the sum
 // passes MaxDecisionCost. Each step writes into one scratch buffer, and

@@ -11,8 +11,15 @@ const readingsRobots = "User-agent: *\n" + // 1
 	"Allow: /private/open/\n" + // 3
 	"Disallow: /*.cgi$\n" // 4
 
+// readingsOf lists the readings of pathAndQuery as CheckReadings finds
+// them, with no bound on their cost; ok is false past MaxReadings.
+func readingsOf(pathAndQuery string) (readings []Reading, ok bool) {
+	readings, _, stop := expandReadings(pathAndQuery, nil, 0)
+	return readings, stop != stopMaxReadings
+}
+
 func TestCheckReadings(t *testing.T) {
-	r := Parse([]byte(readingsRobots))
+	r := Parser{}.Parse([]byte(readingsRobots))
 	tests := []struct {
 		path    string
 		allowed bool
@@ -83,7 +90,7 @@ const fileRobots = "User-agent: *\n" + // 1
 	"Disallow: /*?$\n" // 7
 
 func TestCheckReadingsOfFileNames(t *testing.T) {
-	r := Parse([]byte(fileRobots))
+	r := Parser{}.Parse([]byte(fileRobots))
 	tests := []struct {
 		path    string
 		allowed bool
@@ -178,22 +185,22 @@ func TestStepApply(t *testing.T) {
 	}
 }
 
-// Readings lists each form once, by its shortest steps, the query-less
+// readingsOf lists each form once, by its shortest steps, the query-less
 // ones aside.
 func TestReadingsOfFileName(t *testing.T) {
-	readings, ok := Readings("/doc.pdf/.?x=1")
+	readings, ok := readingsOf("/doc.pdf/.?x=1")
 	var got []string
 	for _, r := range readings {
 		got = append(got, r.Path+" ("+r.StepsString()+")")
 	}
 	want := []string{"/doc.pdf/.?x=1 ()", "/doc.pdf/?x=1 (dot segments removed)", "/doc.pdf?x=1 (dot segments removed, no trailing /)"}
 	if !ok || !slices.Equal(got, want) {
-		t.Errorf("Readings = %q, %v; want %q", got, ok, want)
+		t.Errorf("readingsOf = %q, %v; want %q", got, ok, want)
 	}
 }
 
 func TestCheckReadingsReasonNamesSteps(t *testing.T) {
-	r := Parse([]byte(readingsRobots))
+	r := Parser{}.Parse([]byte(readingsRobots))
 	v := r.CheckReadings("somebot", "/x/..%2Fprivate/y")
 	want := "disallow: /private/ (line 2) when read as /private/y (%2F decoded, then dot segments removed)"
 	if v.Reason() != want {
@@ -205,8 +212,8 @@ func TestCheckReadingsReasonNamesSteps(t *testing.T) {
 // /robots.txt through before it asks. Every other request for it is a URL
 // like any other, whatever the outcome of the fetch.
 func TestCheckReadingsExemptsNothing(t *testing.T) {
-	disallowAll := Parse([]byte("User-agent: *\nDisallow: /\n"))
-	ok := &Answer{Outcome: OutcomeOK, Robots: Parse([]byte(readingsRobots))}
+	disallowAll := Parser{}.Parse([]byte("User-agent: *\nDisallow: /\n"))
+	ok := &Answer{Outcome: OutcomeOK, Robots: Parser{}.Parse([]byte(readingsRobots))}
 	unreachable := &Answer{Outcome: OutcomeUnreachable, Detail: "robots.txt 503"}
 	unavailable := &Answer{Outcome: OutcomeUnavailable, Detail: "robots.txt 404"}
 	tests := []struct {
@@ -247,11 +254,11 @@ func TestReadingsAreBounded(t *testing.T) {
 	// Found by a random search: the order of the steps matters at every
 	// escape, dot and ';' here, and the readings multiply.
 	path := `/%2F%2e%5C/./..;\.a/%2F%2e%5C/./..;\.a`
-	readings, ok := Readings(path)
+	readings, ok := readingsOf(path)
 	if ok || len(readings) != MaxReadings {
 		t.Fatalf("Readings: %d readings, ok %v; want %d and not ok", len(readings), ok, MaxReadings)
 	}
-	v := Parse([]byte("User-agent: *\nAllow: /\n")).CheckReadings("bot", path)
+	v := Parser{}.Parse([]byte("User-agent: *\nAllow: /\n")).CheckReadings("bot", path)
 	if v.Allowed || v.Cause != CauseAmbiguous {
 		t.Errorf("a path with too many readings: %s, want refused as ambiguous", v.Reason())
 	}
@@ -284,7 +291,7 @@ func TestMayReadOtherwise(t *testing.T) {
 			t.Errorf("mayReadOtherwise(%q) = %v, want %v", path, got, want)
 		}
 		if !want {
-			if readings, _ := Readings(path); len(readings) != 1 {
+			if readings, _ := readingsOf(path); len(readings) != 1 {
 				t.Errorf("%q: %d readings, want the path alone", path, len(readings))
 			}
 		}
@@ -410,7 +417,7 @@ func FuzzCheckReadings(f *testing.F) {
 				t.Fatalf("%s: Apply(%q) = %q, the reference makes %q", s, path, got, want)
 			}
 		}
-		r := Parse([]byte(body))
+		r := Parser{}.Parse([]byte(body))
 		rs := r.ruleSetFor("fuzzbot")
 		v := r.CheckReadings("fuzzbot", path)
 		if rs == nil {

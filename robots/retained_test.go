@@ -107,7 +107,7 @@ func TestRetainedBound(t *testing.T) {
 	for _, s := range retainedShapes {
 		t.Run(s.name, func(t *testing.T) {
 			body := s.body(DefaultMaxBytes)
-			r := Parse(body)
+			r := Parser{}.Parse(body)
 			checkRetainedBound(t, r)
 			if r.RetainedBytes() > MaxRetained(0) {
 				t.Errorf("RetainedBytes %d > MaxRetained(0) %d", r.RetainedBytes(), MaxRetained(0))
@@ -151,7 +151,7 @@ func FuzzRetainedBound(f *testing.F) {
 		f.Add(s.body(256))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		checkRetainedBound(t, Parse(body))
+		checkRetainedBound(t, Parser{}.Parse(body))
 		if len(body) == 0 || len(body) > 16<<10 {
 			return
 		}
@@ -161,6 +161,6 @@ func FuzzRetainedBound(f *testing.F) {
 		if !strings.HasSuffix(string(unit), "\n") {
 			unit = append(unit[:len(unit):len(unit)], '\n')
 		}
-		checkRetainedBound(t, Parse(bytes.Repeat(unit, (64<<10)/len(unit))))
+		checkRetainedBound(t, Parser{}.Parse(bytes.Repeat(unit, (64<<10)/len(unit))))
 	})
 }

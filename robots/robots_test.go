@@ -79,7 +79,7 @@ EOF
 
 // RFC 9309 §5.2.
 func TestRFC9309LongestMatch(t *testing.T) {
-	r := Parse([]byte("User-Agent: foobot\nAllow: /example/page/\nDisallow: /example/page/disallowed.gif\n"))
+	r := Parser{}.Parse([]byte("User-Agent: foobot\nAllow: /example/page/\nDisallow: /example/page/disallowed.gif\n"))
 	runChecks(t, r, []checkCase{
 		{"foobot", "/example/page/disallowed.gif", false, "disallow: /example/page/disallowed.gif (line 3)"},
 		{"foobot", "/example/page/allowed.gif", true, "allow: /example/page/ (line 2)"},
@@ -113,7 +113,7 @@ func TestRFC9309PercentEncodingTable(t *testing.T) {
 }
 
 func TestPercentEncodingMatches(t *testing.T) {
-	r := Parse([]byte(`User-agent: *
+	r := Parser{}.Parse([]byte(`User-agent: *
 Disallow: /foo/bar/ツ
 Disallow: /baz/%62%61%7A
 Disallow: /slash%2Fencoded
@@ -141,7 +141,7 @@ Disallow: /cost$5/
 }
 
 func TestSpecialCharacters(t *testing.T) {
-	r := Parse([]byte(`User-agent: *
+	r := Parser{}.Parse([]byte(`User-agent: *
 Disallow: /*.php$
 Disallow: /private*/
 Allow: /private-ok/
@@ -168,7 +168,7 @@ Disallow: /CaseSensitive
 }
 
 func TestGroupSelection(t *testing.T) {
-	r := Parse([]byte(`User-agent: *
+	r := Parser{}.Parse([]byte(`User-agent: *
 Disallow: /global/
 
 User-agent: MJ12bot
@@ -215,7 +215,7 @@ user-agent: EmptyBot
 
 func TestNoGroupsMeansNoRules(t *testing.T) {
 	for _, body := range []string{"", "Disallow: /\n", "Sitemap: https://e.com/s.xml\n", "<html><body>Not found</body></html>"} {
-		r := Parse([]byte(body))
+		r := Parser{}.Parse([]byte(body))
 		if v := r.Check("bot", "/private"); !v.Allowed || v.Cause != CauseNoGroup || v.Group != "" {
 			t.Errorf("%q: %+v, want allowed with no group", body, v)
 		}
@@ -229,7 +229,7 @@ func TestNoGroupsMeansNoRules(t *testing.T) {
 // Check exempts the path /robots.txt alone (RFC 9309 §2.2.2): with a
 // query, even an empty one, it is a URL like any other.
 func TestRobotsTxtAlwaysAllowed(t *testing.T) {
-	r := Parse([]byte("User-agent: *\nDisallow: /\n"))
+	r := Parser{}.Parse([]byte("User-agent: *\nDisallow: /\n"))
 	runChecks(t, r, []checkCase{
 		{"bot", "/robots.txt", true, "robots.txt is always allowed"},
 		{"bot", "/robots%2Etxt", true, "robots.txt is always allowed"},
@@ -321,7 +321,7 @@ func TestLineEndingsAndEncodings(t *testing.T) {
 		"tabs":       []byte("User-agent:\tbot\n\tDisallow :\t/a\t\n  Allow:/a/b  # comment\n"),
 		"NUL before": []byte("\x00\x00garbage\x00\nUser-agent: bot\nDisallow: /a\nAllow: /a/b\n"),
 	} {
-		r := Parse(body)
+		r := Parser{}.Parse(body)
 		if r.Check("bot", "/a/x").Allowed || !r.Check("bot", "/a/b").Allowed || !r.Check("bot", "/b").Allowed {
 			t.Errorf("%s: rules not read: /a/x %v, /a/b %v, /b %v", name,
 				r.Check("bot", "/a/x").Reason(), r.Check("bot", "/a/b").Reason(), r.Check("bot", "/b").Reason())
@@ -375,7 +375,7 @@ func TestLongLines(t *testing.T) {
 }
 
 func TestIndexHTMLImpliesDirectory(t *testing.T) {
-	r := Parse([]byte("User-agent: *\nAllow: /docs/index.html\nDisallow: /\n"))
+	r := Parser{}.Parse([]byte("User-agent: *\nAllow: /docs/index.html\nDisallow: /\n"))
 	runChecks(t, r, []checkCase{
 		{"bot", "/docs/", true, "allow: /docs/$ (line 2, implied by /docs/index.html)"},
 		{"bot", "/docs/index.html", true, "allow: /docs/index.html (line 2)"},
@@ -398,7 +398,7 @@ func TestPathAndQuery(t *testing.T) {
 }
 
 func TestPathologicalPatternIsLinear(t *testing.T) {
-	r := Parse([]byte("User-agent: *\nDisallow: /*a*a*a*a*a*a*a*a*a*a*b$\n"))
+	r := Parser{}.Parse([]byte("User-agent: *\nDisallow: /*a*a*a*a*a*a*a*a*a*a*b$\n"))
 	path := "/" + strings.Repeat("a", 10000)
 	if !r.Check("bot", path).Allowed {
 		t.Error("no 'b' at the end: must not match")
@@ -477,7 +477,7 @@ func TestProductName(t *testing.T) {
 }
 
 func TestCheckDoesNotAllocate(t *testing.T) {
-	r := Parse([]byte("User-agent: FooBot\nDisallow: /*/private/\nAllow: /a/private/ok\nUser-agent: *\nDisallow: /\n"))
+	r := Parser{}.Parse([]byte("User-agent: FooBot\nDisallow: /*/private/\nAllow: /a/private/ok\nUser-agent: *\nDisallow: /\n"))
 	allocs := testing.AllocsPerRun(100, func() {
 		if r.Check("FooBot", "/a/private/x?y=1").Allowed {
 			t.Fatal("must be disallowed")
@@ -489,7 +489,7 @@ func TestCheckDoesNotAllocate(t *testing.T) {
 }
 
 func TestDisallowsAll(t *testing.T) {
-	r := Parse([]byte(`User-agent: GPTBot
+	r := Parser{}.Parse([]byte(`User-agent: GPTBot
 Disallow: /
 
 User-agent: CCBot
@@ -554,7 +554,7 @@ Allow: /*.html$
 			t.Errorf("%s: DisallowsAll but /anything is allowed", c.token)
 		}
 	}
-	if _, all := Parse([]byte("User-agent: a\nDisallow: /\n")).DisallowsAll("b"); all {
+	if _, all := (Parser{}).Parse([]byte("User-agent: a\nDisallow: /\n")).DisallowsAll("b"); all {
 		t.Error("no group applies to b: nothing is disallowed")
 	}
 	for path, want := range map[string]bool{"/robots.txt": true, "/robots%2etxt": true, "/robots.txt?x": false, "/robots.txt?": false, "/robots.txt/x": false, "/": false} {
@@ -587,7 +587,7 @@ func TestIgnoredLinesKeptOnlyWhenAsked(t *testing.T) {
 	if measured > 256 || estimate > 256 {
 		t.Errorf("default Parser retains %d bytes (estimate %d) of a file without rules, want at most 256", measured, estimate)
 	}
-	r := Parse(body)
+	r := Parser{}.Parse(body)
 	if r.Ignored() != nil || r.IgnoredCount() != lines {
 		t.Errorf("default Parser: %d ignored lines kept, IgnoredCount %d; want none and %d", len(r.Ignored()), r.IgnoredCount(), lines)
 	}

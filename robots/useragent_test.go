@@ -183,7 +183,7 @@ func TestProductToken(t *testing.T) {
 // product token is judged by the group of exactly that name, not of a
 // shorter one (RFC 9309 §2.2.1).
 func TestProductTokenPicksItsOwnGroup(t *testing.T) {
-	r := Parse([]byte("User-agent: GPTBot\nDisallow: /gpt\n\nUser-agent: GPTBot_\nDisallow: /under\n\nUser-agent: V\nDisallow: /v\n\nUser-agent: *\nDisallow: /all\n"))
+	r := Parser{}.Parse([]byte("User-agent: GPTBot\nDisallow: /gpt\n\nUser-agent: GPTBot_\nDisallow: /under\n\nUser-agent: V\nDisallow: /v\n\nUser-agent: *\nDisallow: /all\n"))
 	for _, tc := range []struct{ ua, path string }{
 		{"GPTBot_", "/under"}, {"gptbot_", "/under"}, {"GPTBot", "/gpt"}, {"V", "/v"}, {"v", "/v"}, {"W", "/all"},
 	} {

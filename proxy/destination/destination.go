@@ -17,19 +17,6 @@ import (
 	"syscall"
 )
 
-// DefaultDeny are the ranges denied when the operator says nothing:
-// link-local addresses, where cloud metadata services answer
-// (169.254.169.254), and the unspecified ones ("0.0.0.0" reaches the local
-// host on Linux).
-func DefaultDeny() []netip.Prefix {
-	return []netip.Prefix{
-		netip.MustParsePrefix("169.254.0.0/16"),
-		netip.MustParsePrefix("fe80::/10"),
-		netip.MustParsePrefix("0.0.0.0/8"),
-		netip.MustParsePrefix("::/128"),
-	}
-}
-
 // Policy denies connections to a set of address ranges. The nil Policy
 // denies nothing. It is immutable and safe for concurrent use.
 type Policy struct {

@@ -12,7 +12,11 @@ import (
 )
 
 func TestDenied(t *testing.T) {
-	p := New(DefaultDeny())
+	var deny []netip.Prefix
+	for _, r := range []string{"169.254.0.0/16", "fe80::/10", "0.0.0.0/8", "::/128"} {
+		deny = append(deny, netip.MustParsePrefix(r))
+	}
+	p := New(deny)
 	for addr, want := range map[string]string{
 		"169.254.169.254":        "169.254.0.0/16",
 		"::ffff:169.254.169.254": "169.254.0.0/16",
