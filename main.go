@@ -2,6 +2,7 @@
 // robots.txt. See README.md.
 //
 //	robotsgate [serve]   run the proxy (configured by ROBOTSGATE_* variables)
+//	robotsgate config    print every setting, its value and where it came from
 //	robotsgate check ... judge URLs against a robots.txt (see "robotsgate check -h")
 //	robotsgate report ... sum up audit logs (see "robotsgate report -h")
 //	robotsgate version   print the version
@@ -24,6 +25,7 @@ import (
 	"robotsgate/cache"
 	"robotsgate/cache/fleet"
 	"robotsgate/config"
+	"robotsgate/config/cmd/settings"
 	"robotsgate/proxy"
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/cmd/report"
@@ -57,6 +59,8 @@ func run(args []string) int {
 			return exitConfig
 		}
 		return serveCommand()
+	case "config":
+		return settings.Run(args, settings.Env{Stdout: os.Stdout, Stderr: os.Stderr, Environ: os.Environ(), Version: buildVersion()})
 	case "check":
 		return checkCommand(args)
 	case "report":
@@ -74,6 +78,7 @@ func run(args []string) int {
 
 const helpText = `usage:
   robotsgate [serve]    run the proxy; settings come from ROBOTSGATE_* variables (README.md)
+  robotsgate config     print every setting's value in force and where it came from; "robotsgate config -h"
   robotsgate check ...  judge URLs against robots.txt; "robotsgate check -h" for details
   robotsgate report ... sum up audit logs: crawlers, refusals, robots.txt incidents; "robotsgate report -h"
   robotsgate version    print the version

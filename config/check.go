@@ -53,6 +53,14 @@ type checker struct {
 	problems [][]error      // per field, so they come out in field order
 	other    []error        // problems not tied to one robotsgate variable
 	serving  bool           // the proxy will run, not only a command
+	origins  []origin       // per field, where an unset variable's value came from, if not its default
+}
+
+// origin is where the value of an unset variable came from when it is not
+// its default: another setting, or the machine.
+type origin struct {
+	source Source
+	from   string // the variable, or what of the machine
 }
 
 func newChecker(environ map[string]string, serving bool) *checker {
@@ -61,7 +69,14 @@ func newChecker(environ map[string]string, serving bool) *checker {
 	for i, f := range fs {
 		index[f.Name] = i
 	}
-	return &checker{environ: environ, fields: fs, index: index, problems: make([][]error, len(fs)), serving: serving}
+	return &checker{environ: environ, fields: fs, index: index, problems: make([][]error, len(fs)), serving: serving,
+		origins: make([]origin, len(fs))}
+}
+
+// derive records that the value of name, unset, was worked out from the
+// variable from.
+func (c *checker) derive(name, from string) {
+	c.origins[c.index[name]] = origin{SourceDerived, from}
 }
 
 // report records a problem with the variable name; name must be one of
@@ -265,6 +280,7 @@ func (c *checker) checkIdentity(cfg *Config) {
 	case c.failed(authName):
 	case !authSet && fileSet:
 		cfg.Auth = identity.ModeRequired
+		c.derive(authName, fileName)
 	case !authSet:
 	case cfg.Auth == identity.ModeOff && fileSet:
 		c.report(authName, nil, "is off, but %s is set, and would be ignored; use optional or required, or unset %s", fileName, fileName)
@@ -279,9 +295,9 @@ func (c *checker) checkPace(cfg *Config) {
 	const modeName, defaultName, maxName = "ROBOTSGATE_CRAWL_DELAY", "ROBOTSGATE_DEFAULT_CRAWL_DELAY", "ROBOTSGATE_MAX_CRAWL_DELAY"
 	const waitName, connsName, idleName = "ROBOTSGATE_MAX_WAIT", "ROBOTSGATE_MAX_CONNS_PER_ORIGIN", "ROBOTSGATE_CLIENT_IDLE_TIMEOUT"
 	const schedulesName = "ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT"
-	// MAX_WAIT's default is the smaller of 60s and half the idle timeout.
 	if _, set := c.given(modeName); !set && cfg.Mode == proxy.ModeAudit {
 		cfg.CrawlDelay = pace.ModeAudit
+		c.derive(modeName, "ROBOTSGATE_MODE")
 	}
 	if c.positive(maxName, cfg.MaxCrawlDelay) {
 		c.atMost(maxName, cfg.MaxCrawlDelay, 24*time.Hour, "24h", "")
@@ -293,6 +309,7 @@ func (c *checker) checkPace(cfg *Config) {
 	if !waitSet && cfg.ClientIdleTimeout > 0 && cfg.MaxWait >= cfg.ClientIdleTimeout {
 		// Lowering the idle timeout alone must not make the default wrong.
 		cfg.MaxWait = cfg.ClientIdleTimeout / 2
+		c.derive(waitName, idleName)
 	}
 	if c.positive(waitName, cfg.MaxWait) && cfg.ClientIdleTimeout > 0 && cfg.MaxWait >= cfg.ClientIdleTimeout {
 		c.report(waitName, nil, "%s is not shorter than %s (%s), which would close a connection while its request waits; use less, or raise that",
@@ -363,6 +380,8 @@ func (c *checker) checkCA(cfg *Config) {
 		}
 		return
 	}
+	// The user's, so unset it is the machine's word even when empty.
+	c.origins[c.index[dirName]] = origin{SourceMachine, userConfigDir}
 	base, err := os.UserConfigDir()
 	if err == nil {
 		cfg.CADir = filepath.Join(base, "robotsgate")
@@ -438,6 +457,7 @@ func (c *checker) checkFetch(cfg *Config) {
 	timeoutOK := !c.failed(name)
 	if _, set := c.given(connectName); !set && timeoutOK && cfg.FetchConnectTimeout > cfg.FetchTimeout {
 		cfg.FetchConnectTimeout = cfg.FetchTimeout
+		c.derive(connectName, name)
 	}
 	if c.positive(connectName, cfg.FetchConnectTimeout) && timeoutOK {
 		c.atMost(connectName, cfg.FetchConnectTimeout, cfg.FetchTimeout, name+" ("+c.shown(name)+")", "")
@@ -466,6 +486,7 @@ func (c *checker) checkShare(name, perName, unit string, total int, per *int, de
 	totalOK := !c.failed(name)
 	if _, set := c.given(perName); !set && totalOK {
 		*per = defaultShare(total)
+		c.derive(perName, name)
 	}
 	switch {
 	case c.failed(perName):
@@ -485,6 +506,7 @@ func (c *checker) checkCacheAges(cfg *Config) {
 	maxOK := !c.failed(maxName)
 	if _, set := c.given(minName); !set && maxOK && cfg.CacheMinAge > cfg.CacheMaxAge {
 		cfg.CacheMinAge = cfg.CacheMaxAge
+		c.derive(minName, maxName)
 	}
 	if c.notNegative(minName, cfg.CacheMinAge) && maxOK {
 		c.atMost(minName, cfg.CacheMinAge, cfg.CacheMaxAge, maxName+" ("+c.shown(maxName)+")", "")

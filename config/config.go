@@ -4,9 +4,10 @@
 // start-up into one [Config] by [Load] (or [LoadFrom], for tests and for a
 // caller that already has the environment as a map). The struct's tags are
 // the single source of truth: `env` names the variable, `envDefault` gives its
-// default (`defaultDoc` describes it where it is computed) and `desc` its
-// one-line description, which [Variables] exposes so the README's table can
-// be checked against the code.
+// default (`defaultDoc` describes it where it is computed: "derived: …"
+// where other settings change it), `desc` its one-line description, which
+// [Variables] exposes so the README's table can be checked against the
+// code, and `secret` marks a value [Effective] masks.
 //
 // Loading validates everything and reports every problem at once, each naming
 // the variable, the bad value and what is accepted. Unknown ROBOTSGATE_*
@@ -41,7 +42,7 @@ type Config struct {
 
 	// CrawlDelay says what happens to a request before its Crawl-delay
 	// (or Request-rate) has passed. Unset, it is audit when Mode is audit.
-	CrawlDelay pace.Mode `env:"CRAWL_DELAY" envDefault:"enforce" desc:"A request before its Crawl-delay or Request-rate has passed: enforce answers 429 with Retry-After, wait holds it until its slot, audit forwards it and records it, off paces nothing; unset, audit when ROBOTSGATE_MODE is audit"`
+	CrawlDelay pace.Mode `env:"CRAWL_DELAY" envDefault:"enforce" defaultDoc:"derived: audit when ROBOTSGATE_MODE=audit, else enforce" desc:"A request before its Crawl-delay or Request-rate has passed: enforce answers 429 with Retry-After, wait holds it until its slot, audit forwards it and records it, off paces nothing"`
 
 	// DefaultCrawlDelay applies where robots.txt asks no pace of a token.
 	DefaultCrawlDelay time.Duration `env:"DEFAULT_CRAWL_DELAY" envDefault:"0s" desc:"Crawl delay for origins whose robots.txt asks none of the crawler; 0 for none"`
@@ -52,7 +53,7 @@ type Config struct {
 	// MaxWait bounds how long ROBOTSGATE_CRAWL_DELAY=wait holds a
 	// request. When the variable is unset and ClientIdleTimeout is not
 	// longer than the default, it is half ClientIdleTimeout.
-	MaxWait time.Duration `env:"MAX_WAIT" envDefault:"60s" desc:"Longest ROBOTSGATE_CRAWL_DELAY=wait holds a request for its slot or a connection (429 beyond); shorter than ROBOTSGATE_CLIENT_IDLE_TIMEOUT, and unset at most half of it"`
+	MaxWait time.Duration `env:"MAX_WAIT" envDefault:"60s" defaultDoc:"derived: 60s, or half ROBOTSGATE_CLIENT_IDLE_TIMEOUT when that is 60s or less" desc:"Longest ROBOTSGATE_CRAWL_DELAY=wait holds a request for its slot or a connection (429 beyond); shorter than ROBOTSGATE_CLIENT_IDLE_TIMEOUT"`
 
 	// MaxConnsPerOrigin bounds the requests in flight to one origin.
 	MaxConnsPerOrigin int `env:"MAX_CONNS_PER_ORIGIN" envDefault:"0" desc:"Most requests in flight to one origin, all crawlers together; past it as ROBOTSGATE_CRAWL_DELAY says (429, wait, recorded); 0 for no bound"`
@@ -72,7 +73,7 @@ type Config struct {
 
 	// Auth says whether clients must authenticate. Unset, it is required
 	// when CredentialsFile is set and off otherwise.
-	Auth identity.Mode `env:"AUTH" envDefault:"off" desc:"off, optional (clients without credentials are judged by their User-Agent) or required (407 without a valid credential); unset, required when ROBOTSGATE_CREDENTIALS_FILE is set"`
+	Auth identity.Mode `env:"AUTH" envDefault:"off" defaultDoc:"derived: required when ROBOTSGATE_CREDENTIALS_FILE is set, else off" desc:"off, optional (clients without credentials are judged by their User-Agent) or required (407 without a valid credential)"`
 
 	// MITM turns on interception of CONNECT tunnels with robotsgate's CA.
 	MITM bool `env:"MITM" envDefault:"true" desc:"Intercept HTTPS (CONNECT) with robotsgate's CA so every request's path is checked"`
@@ -111,7 +112,7 @@ type Config struct {
 	// fetch. When the variable is unset and FetchTimeout is shorter than the
 	// default, it is FetchTimeout, so lowering one setting never forces
 	// setting another.
-	FetchConnectTimeout time.Duration `env:"FETCH_CONNECT_TIMEOUT" envDefault:"3s" desc:"Time limit for connecting when fetching a robots.txt; at most ROBOTSGATE_FETCH_TIMEOUT, which also caps the default"`
+	FetchConnectTimeout time.Duration `env:"FETCH_CONNECT_TIMEOUT" envDefault:"3s" defaultDoc:"derived: 3s, or ROBOTSGATE_FETCH_TIMEOUT when that is shorter" desc:"Time limit for connecting when fetching a robots.txt; at most ROBOTSGATE_FETCH_TIMEOUT"`
 
 	// MaxFetches bounds the robots.txt fetches under way at once.
 	MaxFetches int `env:"MAX_FETCHES" envDefault:"256" desc:"Most robots.txt fetches under way at once, all clients together, from 1 to 65536; a fetch waits for a free slot at most ROBOTSGATE_FETCH_TIMEOUT, then its request gets 503 unless a good copy is cached"`
@@ -119,7 +120,7 @@ type Config struct {
 	// MaxFetchesPerClient bounds the robots.txt fetches one client (its
 	// credential, else its IP address) has under way at once. When the
 	// variable is unset it is a quarter of MaxFetches (at least 1).
-	MaxFetchesPerClient int `env:"MAX_FETCHES_PER_CLIENT" envDefault:"64" desc:"Most robots.txt fetches under way at once for one client (its credential, else its IP address), from 1 to ROBOTSGATE_MAX_FETCHES; unset, a quarter of ROBOTSGATE_MAX_FETCHES. A slot that frees goes to the waiting client that holds the fewest"`
+	MaxFetchesPerClient int `env:"MAX_FETCHES_PER_CLIENT" envDefault:"64" defaultDoc:"derived: a quarter of ROBOTSGATE_MAX_FETCHES (64)" desc:"Most robots.txt fetches under way at once for one client (its credential, else its IP address), from 1 to ROBOTSGATE_MAX_FETCHES. A slot that frees goes to the waiting client that holds the fewest"`
 
 	// FetchUserAgent is the User-Agent of robots.txt fetches. Empty means
 	// the built-in robotsgate/<version> (+URL), which FetchOptions fills in
@@ -143,7 +144,7 @@ type Config struct {
 	// CacheMinAge is the shortest a fetched robots.txt is cached, whatever
 	// its Cache-Control says. When the variable is unset and CacheMaxAge is
 	// shorter than the default, it is CacheMaxAge.
-	CacheMinAge time.Duration `env:"CACHE_MIN_AGE" envDefault:"1m" desc:"Shortest a fetched robots.txt is cached whatever Cache-Control says; at most ROBOTSGATE_CACHE_MAX_AGE, which also caps the default"`
+	CacheMinAge time.Duration `env:"CACHE_MIN_AGE" envDefault:"1m" defaultDoc:"derived: 1m, or ROBOTSGATE_CACHE_MAX_AGE when that is shorter" desc:"Shortest a fetched robots.txt is cached whatever Cache-Control says; at most ROBOTSGATE_CACHE_MAX_AGE"`
 
 	// UnreachableRetry is the wait before the first retry of an unreachable
 	// robots.txt; later retries back off from it.
@@ -174,7 +175,7 @@ type Config struct {
 	// through, robots.txt fetches included; nil connects directly. Its
 	// user information, percent-decoded, is sent as Basic credentials.
 	// Print it with Redacted: it may hold a password.
-	UpstreamProxy *url.URL `env:"UPSTREAM_PROXY" desc:"HTTP proxy that forwarded requests, CONNECT tunnels and robots.txt fetches go through, http://host:port or http://user:password@host:port (percent-encoded); unset connects to origins directly"`
+	UpstreamProxy *url.URL `env:"UPSTREAM_PROXY" secret:"true" desc:"HTTP proxy that forwarded requests, CONNECT tunnels and robots.txt fetches go through, http://host:port or http://user:password@host:port (percent-encoded); unset connects to origins directly"`
 
 	// ClientIdleTimeout is how long an idle keep-alive client connection is
 	// kept, also inside intercepted tunnels.
@@ -200,7 +201,7 @@ type Config struct {
 	// MaxConnectionsPerClient bounds the client connections one client
 	// (its IP address, an IPv6 one by its /64) has open at once. When the
 	// variable is unset it is a quarter of MaxConnections (at least 1).
-	MaxConnectionsPerClient int `env:"MAX_CONNECTIONS_PER_CLIENT" envDefault:"1024" desc:"Most client connections open at once from one client (its IP address, an IPv6 one by its /64), tunnels included, from 1 to ROBOTSGATE_MAX_CONNECTIONS; unset, a quarter of ROBOTSGATE_MAX_CONNECTIONS. Beyond it the client's new connections get 503 at once and its open ones are unharmed"`
+	MaxConnectionsPerClient int `env:"MAX_CONNECTIONS_PER_CLIENT" envDefault:"1024" defaultDoc:"derived: a quarter of ROBOTSGATE_MAX_CONNECTIONS (1024)" desc:"Most client connections open at once from one client (its IP address, an IPv6 one by its /64), tunnels included, from 1 to ROBOTSGATE_MAX_CONNECTIONS. Beyond it the client's new connections get 503 at once and its open ones are unharmed"`
 
 	// DenyDestinations are address ranges the proxy never connects to.
 	DenyDestinations DestinationList `env:"DENY_DESTINATIONS" envDefault:"169.254.0.0/16,fe80::/10,0.0.0.0/8,::/128" desc:"Comma-separated CIDRs or addresses robotsgate never connects to, checked on the resolved address of every connection; none to deny nothing"`
@@ -213,7 +214,7 @@ type Config struct {
 
 	// RedisURL names the Redis a fleet of instances shares robots.txt and
 	// crawl schedules through; empty, each instance works alone.
-	RedisURL string `env:"REDIS_URL" desc:"redis:// or rediss:// URL, password and database included, of the Redis a fleet of robotsgate instances shares robots.txt and crawl schedules through; unset, each instance works alone"`
+	RedisURL string `env:"REDIS_URL" secret:"true" desc:"redis:// or rediss:// URL, password and database included, of the Redis a fleet of robotsgate instances shares robots.txt and crawl schedules through; unset, each instance works alone"`
 
 	// RedisTimeout bounds each Redis operation: a slow Redis costs a
 	// request at most this before the instance works alone.
@@ -250,6 +251,13 @@ func LoadFrom(environ map[string]string) (*Config, error) {
 }
 
 func load(environ map[string]string, serving bool) (*Config, error) {
+	cfg, _, err := loadChecked(environ, serving)
+	return cfg, err
+}
+
+// loadChecked is load that also returns its checker, which knows where
+// each value came from.
+func loadChecked(environ map[string]string, serving bool) (*Config, *checker, error) {
 	if environ == nil {
 		// env.Options treats a nil Environment as "use os.Environ()".
 		environ = map[string]string{}
@@ -261,7 +269,7 @@ func load(environ map[string]string, serving bool) (*Config, error) {
 	c.validate(&cfg)
 	c.checkUnknown()
 	if err := c.err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &cfg, nil
+	return &cfg, c, nil
 }

@@ -10,9 +10,10 @@ type Variable struct {
 	// Name is the full variable name, e.g. "ROBOTSGATE_LISTEN".
 	Name string
 	// Default is the value used when the variable is unset or empty, as
-	// written in configuration ("" when there is none). For
-	// ROBOTSGATE_CA_DIR, whose default depends on the user, it describes
-	// the default instead.
+	// written in configuration ("" when there is none). Where the default
+	// depends on other settings it describes it instead, starting
+	// "derived: ", and for ROBOTSGATE_CA_DIR, whose default depends on the
+	// user, it describes that.
 	Default string
 	// Description says in one line what the variable does and accepts.
 	Description string
@@ -34,6 +35,7 @@ type field struct {
 	Variable
 	goName     string
 	envDefault string // the envDefault tag, unlike Variable.Default never a description
+	secret     bool   // the secret tag: Effective masks the value
 }
 
 // fields reads Config's tags; it is rebuilt on each call because it is cheap
@@ -52,6 +54,7 @@ func fields() []field {
 			Variable:   Variable{Name: envPrefix + key, Default: def, Description: sf.Tag.Get("desc")},
 			goName:     sf.Name,
 			envDefault: envDefault,
+			secret:     sf.Tag.Get("secret") == "true",
 		})
 	}
 	return fs
