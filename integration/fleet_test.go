@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"robotsgate/cache/fleet/redistest"
 )
 
 // Issue 12: several robotsgate processes sharing one real redis-server
@@ -58,7 +56,7 @@ func crawlOver(t *testing.T, fleet []*proxyProcess, workers int, paths []string,
 
 func TestFleetFetchesRobotsTxtOnce(t *testing.T) {
 	t.Parallel()
-	redis := redistest.Start(t)
+	redis := startRedis(t)
 	o := newOrigin(t, false, map[string]http.HandlerFunc{
 		"/robots.txt": robotsTxt("User-agent: *\nDisallow: /private/\n"),
 	})
@@ -126,7 +124,7 @@ func TestFleetKeepsCrawlDelay(t *testing.T) {
 			})
 			var fleet []*proxyProcess
 			if shared {
-				fleet = startFleet(t, 2, redistest.Start(t).URL())
+				fleet = startFleet(t, 2, startRedis(t).URL())
 			} else {
 				fleet = []*proxyProcess{startProxy(t), startProxy(t)}
 			}
@@ -179,7 +177,7 @@ func TestFleetKeepsCrawlDelay(t *testing.T) {
 
 func TestFleetOutlivesRedis(t *testing.T) {
 	t.Parallel()
-	redis := redistest.Start(t)
+	redis := startRedis(t)
 	fleet := startFleet(t, 2, redis.URL())
 	origins := make([]*origin, 3)
 	for i := range origins {

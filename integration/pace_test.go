@@ -399,10 +399,7 @@ func stopAndAudit(t *testing.T, p *proxyProcess) []auditRecord {
 // origin, and each answer is audited and counted.
 func TestCrawlDelayEnforcedWithCurl(t *testing.T) {
 	t.Parallel()
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("curl is not installed (.ci/run installs it)")
-	}
+	curl := tools.Look(t, "apt-get install curl", "curl")
 	o := newOrigin(t, false, map[string]http.HandlerFunc{"/robots.txt": robotsTxt("User-agent: *\nCrawl-delay: 1\n")})
 	p := startProxy(t)
 	target := o.base() + "/page"
@@ -502,10 +499,7 @@ func TestCrawlDelayEnforcedWithCurl(t *testing.T) {
 // second apart.
 func TestCrawlDelayWaitWithWget(t *testing.T) {
 	t.Parallel()
-	wget, err := exec.LookPath("wget")
-	if err != nil {
-		t.Skip("wget is not installed (.ci/run installs it)")
-	}
+	wget := tools.Look(t, "apt-get install wget", "wget")
 	pages := []string{"/a.html", "/b.html", "/c.html", "/d.html"}
 	html := func(links ...string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {

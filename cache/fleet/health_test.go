@@ -34,7 +34,7 @@ func everyOp(ctx context.Context, c *fleet.Client) map[string]error {
 }
 
 func TestRedisDiesAndComesBack(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	c, logs := newClient(t, srv, fleet.Options{Timeout: testTimeout, RetryEvery: testRetryEvery})
 	if st := c.Status(); !st.Up || st.Addr != srv.Addr()+" db 0" || st.TLS || st.LastError != "" {
 		t.Fatalf("Status at start = %+v; want up at %s db 0", st, srv.Addr())
@@ -145,7 +145,7 @@ robotsgate_redis_up 1
 }
 
 func TestNewWhileRedisIsDown(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	srv.Stop()
 	c, logs := newClient(t, srv, fleet.Options{Timeout: testTimeout, RetryEvery: testRetryEvery})
 	if st := c.Status(); st.Up || st.LastError == "" {
@@ -179,7 +179,7 @@ robotsgate_redis_state_changes_total 1
 }
 
 func TestSlowRedisIsDown(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	c, _ := newClient(t, srv, fleet.Options{Timeout: testTimeout, RetryEvery: testRetryEvery})
 	// CLIENT PAUSE holds every client's commands: Redis is there, but does
 	// not answer within the timeout.
@@ -203,7 +203,7 @@ func TestSlowRedisIsDown(t *testing.T) {
 }
 
 func TestCallerGivingUpIsNotRedisFailing(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	c, logs := newClient(t, srv, fleet.Options{Timeout: testTimeout, RetryEvery: testRetryEvery})
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -219,7 +219,7 @@ func TestCallerGivingUpIsNotRedisFailing(t *testing.T) {
 
 func TestPasswordAndDatabase(t *testing.T) {
 	const password = "p@ss w/rd%"
-	srv := redistest.Start(t, redistest.WithPassword(password))
+	srv := startRedis(t, redistest.WithPassword(password))
 	c, _ := newClient(t, srv, fleet.Options{URL: srv.URL() + "/3", Prefix: "fleet-a:"})
 	if st := c.Status(); !st.Up || st.Addr != srv.Addr()+" db 3" {
 		t.Fatalf("Status = %+v; want up at %s db 3", st, srv.Addr())
@@ -251,7 +251,7 @@ func TestTLS(t *testing.T) {
 	// A handshake, under the race detector on a busy machine, may take
 	// longer than DefaultTimeout: a timeout is not what this test is about.
 	const timeout = 2 * time.Second
-	srv := redistest.Start(t, redistest.WithTLS())
+	srv := startRedis(t, redistest.WithTLS())
 	c, _ := newClient(t, srv, fleet.Options{Timeout: timeout})
 	if st := c.Status(); !st.Up || !st.TLS {
 		t.Fatalf("Status = %+v; want up over TLS", st)
@@ -274,7 +274,7 @@ func TestTLS(t *testing.T) {
 // TestIdleClientNoticesRedis: a Client nobody asks anything of still
 // notices Redis leave and come back, and /healthz's line follows.
 func TestIdleClientNoticesRedis(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	c, logs := newClient(t, srv, fleet.Options{Timeout: testTimeout, RetryEvery: testRetryEvery})
 	if h := c.HealthDetail(); !strings.HasPrefix(h, "redis: shared with the fleet since ") {
 		t.Fatalf("HealthDetail while up = %q", h)

@@ -13,11 +13,10 @@ import (
 
 	"robotsgate/cache"
 	"robotsgate/cache/fleet"
-	"robotsgate/cache/fleet/redistest"
 )
 
 func TestRobotsRoundTrip(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	writer, _ := newClient(t, srv, fleet.Options{})
 	reader, _ := newClient(t, srv, fleet.Options{})
 	loaded := time.UnixMilli(time.Now().UnixMilli())
@@ -99,7 +98,7 @@ func sameEntry(a, b cache.SharedEntry) bool {
 }
 
 func TestRobotsGetMissing(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	c, _ := newClient(t, srv, fleet.Options{})
 	if _, found, err := c.Robots().Get(t.Context(), "https://nowhere.example:443"); found || err != nil {
 		t.Errorf("Get = found %v, %v; want not found", found, err)
@@ -107,7 +106,7 @@ func TestRobotsGetMissing(t *testing.T) {
 }
 
 func TestRobotsPutReplacesAndExpires(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	c, _ := newClient(t, srv, fleet.Options{})
 	store, key := c.Robots(), "https://example.com:443"
 	raw := srv.Raw(0)
@@ -152,7 +151,7 @@ func TestRobotsPutReplacesAndExpires(t *testing.T) {
 }
 
 func TestRobotsMalformedIsNotFound(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	c, _ := newClient(t, srv, fleet.Options{})
 	raw := srv.Raw(0)
 	good := map[string]string{
@@ -231,7 +230,7 @@ func hset(raw *redis.Client, fields map[string]string) func(ctx context.Context,
 }
 
 func TestRobotsClaim(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	a, _ := newClient(t, srv, fleet.Options{})
 	b, _ := newClient(t, srv, fleet.Options{})
 	const key = "https://example.com:443"
@@ -263,7 +262,7 @@ func TestRobotsClaim(t *testing.T) {
 }
 
 func TestRobotsClaimExpires(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	a, _ := newClient(t, srv, fleet.Options{})
 	b, _ := newClient(t, srv, fleet.Options{})
 	const key = "https://example.com:443"
@@ -296,7 +295,7 @@ func TestRobotsClaimExpires(t *testing.T) {
 // its claim, so that they need not wait it out; the release leaves the
 // instance's view of Redis as it was.
 func TestRobotsReleaseWhileMarkedDown(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	// A prober that never runs keeps a down until the end.
 	a, _ := newClient(t, srv, fleet.Options{Timeout: testTimeout, RetryEvery: time.Hour})
 	b, _ := newClient(t, srv, fleet.Options{})

@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"robotsgate/cache/fleet"
-	"robotsgate/cache/fleet/redistest"
 )
 
 // take runs s.Take and fails t on an error.
@@ -23,7 +22,7 @@ func take(t *testing.T, s *fleet.Schedules, key string, interval, maxWait time.D
 }
 
 func TestScheduleSteps(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	ca, _ := newClient(t, srv, fleet.Options{})
 	cb, _ := newClient(t, srv, fleet.Options{})
 	a, b := ca.Schedules(), cb.Schedules()
@@ -66,7 +65,7 @@ func TestScheduleSteps(t *testing.T) {
 }
 
 func TestScheduleOnTimeAgain(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	c, _ := newClient(t, srv, fleet.Options{})
 	s := c.Schedules()
 	const key, interval = "k", 30 * time.Millisecond
@@ -85,7 +84,7 @@ func TestScheduleOnTimeAgain(t *testing.T) {
 }
 
 func TestScheduleGiveBack(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	ca, _ := newClient(t, srv, fleet.Options{})
 	cb, _ := newClient(t, srv, fleet.Options{})
 	a, b := ca.Schedules(), cb.Schedules()
@@ -124,7 +123,7 @@ func TestScheduleGiveBack(t *testing.T) {
 }
 
 func TestScheduleExpires(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	c, _ := newClient(t, srv, fleet.Options{})
 	const key = "short"
 	if _, _, taken := take(t, c.Schedules(), key, 10*time.Millisecond, 0); !taken {
@@ -141,7 +140,7 @@ func TestScheduleExpires(t *testing.T) {
 }
 
 func TestScheduleHostileValues(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := startRedis(t)
 	c, _ := newClient(t, srv, fleet.Options{})
 	raw := srv.Raw(0)
 	tests := []struct {
