@@ -121,18 +121,23 @@ func TestRobotsPutReplacesAndExpires(t *testing.T) {
 
 	second := first
 	second.Value = []byte("second")
-	if err := store.Put(t.Context(), key, second, 100*time.Millisecond); err != nil {
+	if err := store.Put(t.Context(), key, second, time.Minute); err != nil {
 		t.Fatalf("Put: %v", err)
 	}
 	if exists, _ := raw.HExists(t.Context(), hashKey, "left_over").Result(); exists {
 		t.Error("Put kept a field of the hash it replaced")
 	}
-	if ttl, _ := raw.PTTL(t.Context(), hashKey).Result(); ttl <= 0 || ttl > 100*time.Millisecond {
-		t.Errorf("PTTL = %v; want at most the keep, 100ms", ttl)
+	if ttl, _ := raw.PTTL(t.Context(), hashKey).Result(); ttl <= 0 || ttl > time.Minute {
+		t.Errorf("PTTL = %v; want at most the keep, 1m", ttl)
 	}
 	got, found, err := store.Get(t.Context(), key)
 	if err != nil || !found || string(got.Value) != "second" {
 		t.Fatalf("Get = %q, found %v, %v; want the second entry", got.Value, found, err)
+	}
+	// A short keep is checked apart, by waiting for its end: reading the
+	// entry within 100ms of its Put is a race a loaded machine loses.
+	if err := store.Put(t.Context(), key, second, 100*time.Millisecond); err != nil {
+		t.Fatalf("Put: %v", err)
 	}
 	gone := waitFor(5*time.Second, func() bool {
 		_, found, err := store.Get(t.Context(), key)
