@@ -15,10 +15,7 @@ import (
 // and a disallowed one is refused with 403.
 func TestCurl(t *testing.T) {
 	t.Parallel()
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("curl is not installed (.ci/run installs it)")
-	}
+	curl := tools.Look(t, "apt-get install curl", "curl")
 	file := randomBytes(t, 1<<20)
 	pages := map[string]http.HandlerFunc{"/robots.txt": robotsTxt(privateRobots), "/file": bytesPage(file)}
 	plain := newOrigin(t, false, pages)

@@ -58,10 +58,7 @@ const challenge = `Basic realm="robotsgate"`
 // refused. The origin never sees the credential.
 func TestCurlProxyUser(t *testing.T) {
 	t.Parallel()
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("curl is not installed (.ci/run installs it)")
-	}
+	curl := tools.Look(t, "apt-get install curl", "curl")
 	openai := newCredential("openai-crawler", "GPTBot")
 	credsFile := credentialsFile(t, openai)
 	pages := map[string]http.HandlerFunc{"/robots.txt": robotsTxt(identityRobots)}
@@ -631,10 +628,7 @@ func credentialsFile(t *testing.T, creds ...credential) string {
 // token. It skips the test when htpasswd is not installed.
 func writeCredentials(t *testing.T, path string, creds ...credential) {
 	t.Helper()
-	htpasswd, err := exec.LookPath("htpasswd")
-	if err != nil {
-		t.Skip("htpasswd is not installed (.ci/run installs apache2-utils)")
-	}
+	htpasswd := tools.Look(t, "apt-get install apache2-utils", "htpasswd")
 	for i, c := range creds {
 		scheme := c.scheme
 		if scheme == "" {

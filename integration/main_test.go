@@ -61,7 +61,7 @@ func buildAndRun(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "integration: building robotsgate failed (go %v in ..): %v\n%s\n", args, err, out)
 		return 1
 	}
-	return m.Run()
+	return tools.Run(m)
 }
 
 // noteSources opens every Go source and module file of the binary, so

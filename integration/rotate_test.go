@@ -51,13 +51,8 @@ func TestAuditLogReopenOnSIGHUP(t *testing.T) {
 // proxy's log and pid.
 func TestAuditLogRotatedByLogrotate(t *testing.T) {
 	t.Parallel()
-	logrotate, err := exec.LookPath("logrotate")
-	if err != nil {
-		// Debian installs it in /usr/sbin, which only root's PATH has.
-		if logrotate, err = exec.LookPath("/usr/sbin/logrotate"); err != nil {
-			t.Skip("logrotate is not installed (.ci/run installs it)")
-		}
-	}
+	// Debian installs it in /usr/sbin, which only root's PATH has.
+	logrotate := tools.Look(t, "apt-get install logrotate", "logrotate", "/usr/sbin/logrotate")
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -38,12 +38,7 @@ type tinyproxy struct {
 // It is stopped with SIGTERM at cleanup.
 func startTinyproxy(t *testing.T, extra ...string) *tinyproxy {
 	t.Helper()
-	bin, err := exec.LookPath("tinyproxy")
-	if err != nil {
-		if bin, err = exec.LookPath("/usr/bin/tinyproxy"); err != nil {
-			t.Skip("tinyproxy is not installed (.ci/run installs it)")
-		}
-	}
+	bin := tools.Look(t, "apt-get install tinyproxy", "tinyproxy", "/usr/bin/tinyproxy")
 	dir := t.TempDir()
 	// The port is picked free, then bound by tinyproxy: another test may
 	// take it in between, so a start that fails is tried again.

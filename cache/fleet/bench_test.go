@@ -9,11 +9,10 @@ import (
 
 	"robotsgate/cache"
 	"robotsgate/cache/fleet"
-	"robotsgate/cache/fleet/redistest"
 )
 
 func BenchmarkRobotsGet(b *testing.B) {
-	srv := redistest.Start(b)
+	srv := startRedis(b)
 	c, _ := newClient(b, srv, fleet.Options{})
 	line := []byte("User-agent: *\nDisallow: /search?q=\nAllow: /search/about\n")
 	for _, size := range []int{4 << 10, 100 << 10} {
@@ -42,7 +41,7 @@ func BenchmarkRobotsGet(b *testing.B) {
 }
 
 func BenchmarkScheduleTake(b *testing.B) {
-	srv := redistest.Start(b)
+	srv := startRedis(b)
 	c, _ := newClient(b, srv, fleet.Options{})
 	s := c.Schedules()
 	for b.Loop() {
@@ -58,7 +57,7 @@ func BenchmarkScheduleTake(b *testing.B) {
 // robots.txt, fetch's BenchmarkDecode: parsing the body again); here it is
 // a copy.
 func BenchmarkSecondLevelHit(b *testing.B) {
-	srv := redistest.Start(b)
+	srv := startRedis(b)
 	c, _ := newClient(b, srv, fleet.Options{})
 	rules, err := cache.NewShared(cache.DefaultOptions(),
 		func(context.Context, string) cache.Result[[]byte] {

@@ -34,6 +34,7 @@ func TestStartTriesAnotherPort(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			tools.LookRedis(t)
 			taken := tt.take(t)
 			var tries int
 			s := start(t, func(t testing.TB) int {

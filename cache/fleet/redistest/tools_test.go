@@ -1,0 +1,31 @@
+package redistest
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestToolsReport: a program found skips nothing and is not reported; a
+// missing one skips each test that looks for it and is reported once,
+// with the count and the command that installs it, whether or not -v.
+func TestToolsReport(t *testing.T) {
+	ts := NewTools("robotsgate/example")
+	t.Run("found", func(t *testing.T) {
+		if path := ts.Look(t, "apt-get install sh", "robotsgate-no-such-program", "/bin/sh"); path != "/bin/sh" {
+			t.Errorf("Look = %q, want /bin/sh, the second name", path)
+		}
+	})
+	for _, name := range []string{"robotsgate-missing-b", "robotsgate-missing-a", "robotsgate-missing-b"} {
+		t.Run(name, func(t *testing.T) {
+			ts.Look(t, "apt-get install "+name, name)
+			t.Error("Look of a missing program did not skip the test")
+		})
+	}
+	var out strings.Builder
+	ts.Report(&out)
+	want := "robotsgate/example: skipped 1 test: robotsgate-missing-a not found (apt-get install robotsgate-missing-a)\n" +
+		"robotsgate/example: skipped 2 tests: robotsgate-missing-b not found (apt-get install robotsgate-missing-b)\n"
+	if out.String() != want {
+		t.Errorf("Report:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
