@@ -46,7 +46,7 @@ func TestAuditLogReopenOnSIGHUP(t *testing.T) {
 }
 
 // TestAuditLogRotatedByLogrotate has the real logrotate rotate the audit
-// log while clients keep crawling, with the configuration README.md
+// log while clients keep crawling, with the configuration proxy/audit/README.md
 // gives (create mode, kill -HUP in postrotate, delaycompress), for this
 // proxy's log and pid.
 func TestAuditLogRotatedByLogrotate(t *testing.T) {
@@ -58,7 +58,7 @@ func TestAuditLogRotatedByLogrotate(t *testing.T) {
 			t.Skip("logrotate is not installed (.ci/run installs it)")
 		}
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../proxy/audit/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestAuditLogRotatedByLogrotate(t *testing.T) {
 	_, snippet, _ := strings.Cut(string(readme), "\n"+readmePath+" {\n")
 	snippet, _, ok := strings.Cut(snippet, "\n}\n")
 	if !ok || !strings.Contains(snippet, readmeKill) {
-		t.Fatalf("README.md has no logrotate configuration for %s that runs %s", readmePath, readmeKill)
+		t.Fatalf("proxy/audit/README.md has no logrotate configuration for %s that runs %s", readmePath, readmeKill)
 	}
 	dir := t.TempDir()
 	testAuditRotation(t, func(t *testing.T, p *proxyProcess, round int) {
