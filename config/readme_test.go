@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// README.md's configuration table must list every variable with its
+// config/README.md's table must list every variable with its
 // default and its description, so the documentation cannot drift from the
-// code: the struct tags are the source, README.md the copy.
+// code: the struct tags are the source, config/README.md the copy.
 func TestReadmeListsEveryVariable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,18 +32,18 @@ func TestReadmeListsEveryVariable(t *testing.T) {
 	for _, v := range Variables() {
 		r, ok := rows[v.Name]
 		if !ok {
-			t.Errorf("README.md's configuration table does not list %s", v.Name)
+			t.Errorf("config/README.md's table does not list %s", v.Name)
 			continue
 		}
 		delete(rows, v.Name)
 		if r.def != v.Default {
-			t.Errorf("README.md gives %s the default %q; the code's is %q", v.Name, r.def, v.Default)
+			t.Errorf("config/README.md gives %s the default %q; the code's is %q", v.Name, r.def, v.Default)
 		}
 		if r.desc != v.Description {
-			t.Errorf("README.md describes %s as\n\t%q\nits desc tag says\n\t%q", v.Name, r.desc, v.Description)
+			t.Errorf("config/README.md describes %s as\n\t%q\nits desc tag says\n\t%q", v.Name, r.desc, v.Description)
 		}
 	}
 	for name := range rows {
-		t.Errorf("README.md lists %s, which is not a setting", name)
+		t.Errorf("config/README.md lists %s, which is not a setting", name)
 	}
 }

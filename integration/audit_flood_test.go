@@ -18,11 +18,11 @@ import (
 	"time"
 )
 
-// maxAuditLine is the most bytes README.md's audit log section lets one
+// maxAuditLine is the most bytes proxy/audit/README.md lets one
 // record take, its line break included.
 const maxAuditLine = 16 << 10
 
-// cutMarker is the marker README.md says ends a value cut to its bound.
+// cutMarker is the marker proxy/audit/README.md says ends a value cut to its bound.
 func cutMarker(value string) string {
 	sum := sha256.Sum256([]byte(value))
 	return fmt.Sprintf("…[cut: %d bytes, sha256:%s]", len(value), hex.EncodeToString(sum[:8]))

@@ -198,7 +198,7 @@ var pathRows = []struct {
 	{"/open%7cpage?q=a;b|c&d=%zz&e=%2F", 200, ""},
 	{"/a%2Fb/..%2f", 200, ""},
 	{"/", 200, ""},
-	{"/doc.pdf/", 200, ""}, // a trailing slash names no file (not judged: see README)
+	{"/doc.pdf/", 200, ""}, // a trailing slash names no file (not judged: see robots/README.md)
 	{"/doc.pdfx?y", 200, ""},
 }
 

@@ -748,7 +748,7 @@ func TestPaceDelaySources(t *testing.T) {
 		// Lines robotsgate cannot read are ignored.
 		{name: "unreadable crawl-delay", robots: "User-agent: *\nCrawl-delay: soon\n"},
 		{name: "unreadable request-rate", robots: "User-agent: *\nRequest-rate: bogus\nCrawl-delay: 2\n", want: crawlDelay(2, 3)},
-		// README: a pace line speaks for the user-agent lines just above
+		// proxy/pace/README.md: a pace line speaks for the user-agent lines just above
 		// it, although these four lines are one group for Allow/Disallow.
 		{name: "pace line under its own user-agent", robots: "User-agent: GPTBot\nCrawl-delay: 10\nUser-agent: *\nCrawl-delay: 2\n",
 			ua: gptBotUA, want: crawlDelay(10, 2)},
@@ -757,7 +757,7 @@ func TestPaceDelaySources(t *testing.T) {
 		// Two groups for one token: the longest interval wins.
 		{name: "two groups", robots: "User-agent: GPTBot\nCrawl-delay: 2\n\nUser-agent: GPTBot\nCrawl-delay: 4\n",
 			ua: gptBotUA, want: crawlDelay(4, 5)},
-		// README: an explicit "Crawl-delay: 0" is no delay, not the default.
+		// proxy/pace/README.md: an explicit "Crawl-delay: 0" is no delay, not the default.
 		{name: "explicit zero over the default", env: []string{"ROBOTSGATE_DEFAULT_CRAWL_DELAY=3s"},
 			robots: "User-agent: *\nCrawl-delay: 0\n", zero: true},
 		{name: "default cap of 60s", robots: "User-agent: *\nCrawl-delay: 86400\n",
@@ -858,7 +858,7 @@ func TestPaceModes(t *testing.T) {
 				t.Errorf("the second request: status %d, want %d; X-Robotsgate-Decision %q", second.status, c.late, second.header.Get("X-Robotsgate-Decision"))
 			}
 			forwarded := c.late == http.StatusOK
-			// README: forwarded too early, the response says what
+			// proxy/pace/README.md: forwarded too early, the response says what
 			// enforcement would have done.
 			if h := second.header.Get("X-Robotsgate-Decision"); forwarded && c.pace != "" &&
 				(!strings.HasPrefix(h, "too-early") || !strings.HasSuffix(h, "mode=audit")) {
@@ -929,7 +929,7 @@ func TestPaceInsideTunnel(t *testing.T) {
 }
 
 // TestPaceBlindTunnel: a tunnel robotsgate does not intercept is paced as
-// one request when it opens (README): the requests inside cannot be seen.
+// one request when it opens (proxy/pace/README.md): the requests inside cannot be seen.
 // A CONNECT too early is answered 429 like a request.
 func TestPaceBlindTunnel(t *testing.T) {
 	t.Parallel()
@@ -1077,7 +1077,7 @@ func TestPaceConnsPerOrigin(t *testing.T) {
 			if second.r.status != c.second {
 				t.Errorf("the second request: status %d, want %d; body %q", second.r.status, c.second, second.r.body)
 			}
-			// README: a 429 at the connection bound says so, and to retry
+			// proxy/pace/README.md: a 429 at the connection bound says so, and to retry
 			// in a second.
 			if h := second.r.header.Get("X-Robotsgate-Decision"); c.second == http.StatusTooManyRequests &&
 				(!strings.HasPrefix(h, "busy") || !strings.Contains(h, "max-conns-per-origin=1") || second.r.header.Get("Retry-After") != "1") {
@@ -1246,7 +1246,7 @@ func TestCheckCrawlDelay(t *testing.T) {
 			`(?im)\bline 2:.*(crawl-delay|soon)`, 3},
 		{"request-rate per hour, capped", nil, hourly, "ExampleBot",
 			map[string]any{"crawl_delay": 60.0, "crawl_delay_source": "cap", "crawl_delay_line": 2.0}, "", 2},
-		// README: decimals may start with the point; a unit makes the
+		// proxy/pace/README.md: decimals may start with the point; a unit makes the
 		// line unreadable; a visit time after a rate is accepted; past a
 		// day is a day.
 		{"leading point", nil, write("point.txt", "User-agent: *\nCrawl-delay: .5\n"), "ExampleBot",

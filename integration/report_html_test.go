@@ -27,7 +27,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// updateScreenshot rewrites the screenshot README.md shows:
+// updateScreenshot rewrites the screenshot proxy/cmd/report/README.md shows:
 // go test ./integration -run TestReportHTMLInBrowser -update-screenshot
 var updateScreenshot = flag.Bool("update-screenshot", false, "rewrite testdata/report-sample.png from this run")
 

@@ -46,30 +46,34 @@ func TestAuditLogReopenOnSIGHUP(t *testing.T) {
 }
 
 // TestAuditLogRotatedByLogrotate has the real logrotate rotate the audit
-// log while clients keep crawling, with the configuration README.md
+// log while clients keep crawling, with the configuration proxy/audit/README.md
 // gives (create mode, kill -HUP in postrotate, delaycompress), for this
 // proxy's log and pid.
 func TestAuditLogRotatedByLogrotate(t *testing.T) {
 	t.Parallel()
 	// Debian installs it in /usr/sbin, which only root's PATH has.
 	logrotate := tools.Look(t, "apt-get install logrotate", "logrotate", "/usr/sbin/logrotate")
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../proxy/audit/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const readmePath, readmeKill = "/var/log/robotsgate/audit.log", `kill -HUP "$(pidof robotsgate)"`
+	const readmePath, readmeKill, readmePidFile = "/var/log/robotsgate/audit.log", `kill -HUP "$(cat /run/robotsgate.pid)"`, "/run/robotsgate.pid"
 	_, snippet, _ := strings.Cut(string(readme), "\n"+readmePath+" {\n")
 	snippet, _, ok := strings.Cut(snippet, "\n}\n")
 	if !ok || !strings.Contains(snippet, readmeKill) {
-		t.Fatalf("README.md has no logrotate configuration for %s that runs %s", readmePath, readmeKill)
+		t.Fatalf("proxy/audit/README.md has no logrotate configuration for %s that runs %s", readmePath, readmeKill)
 	}
 	dir := t.TempDir()
 	testAuditRotation(t, func(t *testing.T, p *proxyProcess, round int) {
 		t.Helper()
 		conf := filepath.Join(dir, "robotsgate.logrotate")
-		// Its own pid, not pidof's: other tests run robotsgate too.
-		config := fmt.Sprintf("%q {\n%s\n}\n", p.auditLog,
-			strings.Replace(snippet, readmeKill, fmt.Sprintf("kill -HUP %d", p.cmd.Process.Pid), 1))
+		// README's pid file, here one that names this proxy: other tests
+		// run robotsgate too.
+		pidFile := filepath.Join(dir, "robotsgate.pid")
+		if err := os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", p.cmd.Process.Pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		config := fmt.Sprintf("%q {\n%s\n}\n", p.auditLog, strings.Replace(snippet, readmePidFile, pidFile, 1))
 		// Mode 0644: logrotate ignores a configuration others may write.
 		if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
 			t.Fatal(err)

@@ -19,20 +19,20 @@ func readTestdata(tb testing.TB, rel string) []byte {
 	return data
 }
 
-// requireREADME fails unless the project's README.md states each of the
+// requireREADME fails unless robots/README.md states each of the
 // given texts, so a figure the tests measure cannot change without the
 // README changing with it. Runs of white space count as one space, since
 // the README's prose is wrapped freely.
 func requireREADME(t *testing.T, texts ...string) {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := strings.Join(strings.Fields(string(data)), " ")
 	for _, text := range texts {
 		if !strings.Contains(readme, text) {
-			t.Errorf("README.md does not state %q, the figure measured on the test data; update README.md", text)
+			t.Errorf("robots/README.md does not state %q, the figure measured on the test data; update it", text)
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"unicode/utf8"
 )
 
-// fieldBounds are the bounds README.md's audit log table gives each text
+// fieldBounds are the bounds proxy/audit/README.md gives each text
 // field, in bytes of the log line.
 var fieldBounds = map[string]int{
 	"client": 128, "method": 64, "url": 2048, "user_agent": 512, "token": 128,
@@ -320,7 +320,7 @@ func worstRecord() *Record {
 func TestRecordCap(t *testing.T) {
 	rec := worstRecord()
 	line := writeOne(t, rec, Options{})
-	// README.md says: under 12 KiB.
+	// proxy/audit/README.md says: under 12 KiB.
 	if len(line) >= 12<<10 || len(line) > DefaultMaxRecord {
 		t.Fatalf("the worst record takes %d bytes, want less than 12 KiB and DefaultMaxRecord (%d)", len(line), DefaultMaxRecord)
 	}

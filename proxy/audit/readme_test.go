@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// README.md's audit log table must document every field of a record.
+// proxy/audit/README.md's field table must document every field of a record.
 func TestReadmeDocumentsEveryField(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestReadmeDocumentsEveryField(t *testing.T) {
 		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if !documented[name] {
-			t.Errorf("audit field %q is not in README.md's audit log table", name)
+			t.Errorf("audit field %q is not in proxy/audit/README.md's field table", name)
 		}
 	}
 }

@@ -62,7 +62,7 @@ func sampleLog(tb testing.TB, n int) []byte {
 // BenchmarkRead streams a log through a report; its MB/s is the rate a
 // log on disk (in the page cache) is read at: plain, gzip-compressed, and
 // 1 GiB of records in one stream (memory stays bounded: see maxrss in the
-// README's figures).
+// figures in proxy/cmd/report/README.md).
 func BenchmarkRead(b *testing.B) {
 	const records = 100_000
 	log := sampleLog(b, records)
