@@ -118,9 +118,7 @@ func lookPathMissing(name, install string) func() string {
 // plain HTTP straight from the origin and this test would fail.
 func TestFirstHourFromReadme(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed (.ci/run installs it); README's first step uses it")
-	}
+	tools.Look(t, "apt-get install curl", "curl") // README's first step uses it
 	steps, trust := readmeFirstSteps(t)
 
 	pages := map[string]http.HandlerFunc{"/robots.txt": robotsTxt(privateRobots)}
