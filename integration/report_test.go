@@ -904,6 +904,25 @@ func checkReportExits(t *testing.T, run *enforcedRun) {
 			args: func(dir string) []string { return []string{run.log, filepath.Join(dir, "no-such.log")} },
 			exit: 2, stderr: []string{"no-such.log"},
 		},
+		{
+			// README's logrotate example before the first rotation: the
+			// shell passes the unmatched pattern on as it is.
+			name: "pattern that matches no file yet",
+			args: func(dir string) []string {
+				return []string{"-format", "json", filepath.Join(dir, "audit.log*.gz"), run.log}
+			},
+			stderr: []string{"audit.log*.gz; skipped"},
+			check: func(t *testing.T, _, stdout string) {
+				if doc := decodeReport(t, stdout); doc.Records != 19 || len(doc.Sources) != 1 {
+					t.Errorf("%d records from %d logs, want 19 from 1", doc.Records, len(doc.Sources))
+				}
+			},
+		},
+		{
+			name: "patterns only, matching nothing",
+			args: func(dir string) []string { return []string{filepath.Join(dir, "audit.log*.gz")} },
+			exit: 2, stderr: []string{"audit.log*.gz", "no log to read"},
+		},
 		{name: "bad -since", args: func(string) []string { return []string{"-since", "yesterday", run.log} }, exit: 2,
 			stderr: []string{"-since", `"yesterday"`}},
 		{name: "bad -until", args: func(string) []string { return []string{"-until", "2026-13-01", run.log} }, exit: 2,
