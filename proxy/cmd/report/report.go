@@ -169,7 +169,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	}
 	rep := rd.Report()
 	if rep.Malformed > 0 {
-		fmt.Fprintf(env.Stderr, "robotsgate report: %d malformed lines skipped (listed in the report)\n", rep.Malformed)
+		fmt.Fprintf(env.Stderr, "robotsgate report: %s skipped (listed in the report)\n", report.Plural(rep.Malformed, "malformed line", "malformed lines"))
 	}
 	if err := writeReport(*out, env.Stdout, rep, write); err != nil {
 		fmt.Fprintf(env.Stderr, "robotsgate report: %v\n", err)

@@ -315,9 +315,15 @@ func TestCutGzip(t *testing.T) {
 }
 
 func TestMalformedLinesAreNoFailure(t *testing.T) {
-	code, out, errOut := run(t, context.Background(), append(logOf(3), "junk\n"...))
-	if code != ExitOK || !strings.Contains(errOut, "1 malformed lines skipped") || !strings.Contains(out, "-:4: ") {
-		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	for junk, say := range map[string]string{
+		"junk\n":            "robotsgate report: 1 malformed line skipped (listed in the report)\n",
+		"junk\n{\n":         "robotsgate report: 2 malformed lines skipped (listed in the report)\n",
+		"junk\n{\n[]\n42\n": "robotsgate report: 4 malformed lines skipped (listed in the report)\n",
+	} {
+		code, out, errOut := run(t, context.Background(), append(logOf(3), junk...))
+		if code != ExitOK || errOut != say || !strings.Contains(out, "-:4: ") {
+			t.Errorf("exit %d, stderr %q, want %q; stdout:\n%s", code, errOut, say, out)
+		}
 	}
 }
 
