@@ -36,9 +36,11 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		"rate":    rateValue,
 		"bytes":   bytesWords,
 		"approx":  approx,
-		"name":    crawlerName,
-		"dict":    dict,
-		"plural":  Plural,
+		// The page shows a crawler's whole name (the log keeps at most
+		// 128 bytes of it): it wraps, where a terminal's column is cut.
+		"name":   func(c *Crawler) string { return clean(c.Name, 512) },
+		"dict":   dict,
+		"plural": Plural,
 	}).Parse(pageTemplate)
 	if err != nil {
 		return fmt.Errorf("report template: %w", err)
