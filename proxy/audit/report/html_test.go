@@ -134,9 +134,19 @@ func TestWriteHTMLTellsCredentialFromToken(t *testing.T) {
 	if got := p.column(t, "mismatches", 0); !slices.Equal(got, []string{"acme credential"}) {
 		t.Errorf("mismatches by %q, want the credential", got)
 	}
-	for _, badge := range find(p.root, func(n *html.Node) bool { return hasClass(n, "kind") }) {
-		if attr(badge, "title") == "" && text(badge) != "credential" && text(badge) != "token" {
-			t.Errorf("badge %q without a title", text(badge))
+	// The text report says it in a BY column.
+	var out bytes.Buffer
+	if err := WriteText(&out, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{`acme\s+credential\s+1\s+"acme/1.0"`, `acme\s+token\s+1\s+"acme/1.0"`, `acme\s+credential\s+1\s+"acme" ×1`} {
+		if !regexp.MustCompile(`(?m)^\s+` + row + `$`).MatchString(out.String()) {
+			t.Errorf("the text has no row %s:\n%s", row, out.String())
+		}
+	}
+	for _, badge := range find(p.byID(t, "crawlers"), func(n *html.Node) bool { return hasClass(n, "kind") }) {
+		if len(attr(badge, "title")) < 10 {
+			t.Errorf("badge %q titled %q, want what it means", text(badge), attr(badge, "title"))
 		}
 	}
 }

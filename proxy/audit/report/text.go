@@ -176,20 +176,21 @@ func (t *textWriter) crawlers(rep *Report) {
 			number(int64(c.Origins)), number(c.UAMismatches), formatTime(c.FirstSeen), formatTime(c.LastSeen))
 		rows = append(rows, row)
 		for _, ua := range c.UserAgents {
-			agents = append(agents, []string{name, number(ua.Count) + approx(ua.Overcount), quoted(ua.Value)})
+			agents = append(agents, []string{name, c.By, number(ua.Count) + approx(ua.Overcount), quoted(ua.Value)})
 		}
 		if c.UAMismatches > 0 {
 			var claimed []string
 			for _, s := range c.ClaimedTokens {
 				claimed = append(claimed, quoted(s.Value)+" ×"+number(s.Count))
 			}
-			liars = append(liars, []string{name, number(c.UAMismatches), strings.Join(claimed, ", ")})
+			liars = append(liars, []string{name, c.By, number(c.UAMismatches), strings.Join(claimed, ", ")})
 		}
 	}
 	t.table("CRAWLERS (by credential when there is one, else by product token)", columns{nameFirst: true}, header, rows)
-	t.table("USER-AGENTS SEEN", columns{true, true}, []string{"CRAWLER", "REQUESTS", "USER-AGENT"}, agents)
+	// BY tells a credential from a token of the same name in every table.
+	t.table("USER-AGENTS SEEN", columns{true, true}, []string{"CRAWLER", "BY", "REQUESTS", "USER-AGENT"}, agents)
 	t.table("USER-AGENT MISMATCHES (the User-Agent names another token than the one judged)", columns{true, true},
-		[]string{"CRAWLER", "REQUESTS", "TOKENS THE USER-AGENT CLAIMED"}, liars)
+		[]string{"CRAWLER", "BY", "REQUESTS", "TOKENS THE USER-AGENT CLAIMED"}, liars)
 }
 
 // crawlerName is how a crawler is shown: its credential or token, and
