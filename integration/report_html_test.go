@@ -67,13 +67,16 @@ func sampleCrawl(t *testing.T) string {
 	}
 	const rounds = 4
 	for round := range rounds {
+		started := time.Now()
 		for _, v := range visits {
 			for _, path := range v.paths {
 				get(t, v.client, v.site.base()+path, v.userAgent)
 			}
 		}
 		if round < rounds-1 {
-			time.Sleep(time.Second) // the timeline gets one bar per second
+			// The timeline has one bar a second: each round starts in a
+			// second of its own, waiting only for the clock to reach it.
+			time.Sleep(time.Until(started.Truncate(time.Second).Add(time.Second)))
 		}
 	}
 	if code := p.stop(); code != 0 {
@@ -84,29 +87,35 @@ func sampleCrawl(t *testing.T) string {
 
 // browserReport is what the page shows, read in the browser.
 type browserReport struct {
-	Cards    map[string]string   `json:"cards"`
-	Crawlers [][]string          `json:"crawlers"`
-	Origins  [][]string          `json:"origins"`
-	Rules    [][]string          `json:"rules"`
-	Charts   map[string]svgShape `json:"charts"`
+	Cards    map[string]string     `json:"cards"`
+	Crawlers [][]string            `json:"crawlers"`
+	Kinds    []string              `json:"kinds"` // of the crawlers, by their badges
+	Origins  [][]string            `json:"origins"`
+	Rules    [][]string            `json:"rules"`
+	Charts   map[string]chartShape `json:"charts"`
 }
 
-type svgShape struct {
+type chartShape struct {
 	Width, Height float64
 	Rects         int
 }
 
+// readPage reads the page as shown; a crawler's cell is its name alone,
+// its badge read apart.
 const readPage = `(() => {
   const rows = id => Array.from(document.querySelectorAll("#" + id + " tbody tr"))
-    .map(tr => Array.from(tr.cells).map(td => td.textContent.trim()));
+    .map(tr => Array.from(tr.cells).map(td => (td.querySelector(".who") || td).textContent.trim()));
   const cards = {};
   document.querySelectorAll("#summary dd").forEach(dd => { cards[dd.id] = dd.textContent.trim(); });
   const charts = {};
-  document.querySelectorAll("svg").forEach(svg => {
-    const box = svg.getBoundingClientRect();
-    charts[svg.id] = {Width: box.width, Height: box.height, Rects: svg.querySelectorAll("rect").length};
+  ["chart-compliance", "chart-rules", "chart-timeline"].forEach(id => {
+    const chart = document.getElementById(id);
+    if (!chart) return;
+    const box = chart.getBoundingClientRect();
+    charts[id] = {Width: box.width, Height: box.height, Rects: chart.querySelectorAll("rect").length};
   });
-  return {cards, crawlers: rows("crawlers"), origins: rows("origins"), rules: rows("rules"), charts};
+  const kinds = Array.from(document.querySelectorAll("#crawlers tbody .kind")).map(k => k.textContent.trim());
+  return {cards, crawlers: rows("crawlers"), kinds, origins: rows("origins"), rules: rows("rules"), charts};
 })()`
 
 // TestReportHTMLInBrowser opens the HTML report of a real crawl in
@@ -120,9 +129,9 @@ func TestReportHTMLInBrowser(t *testing.T) {
 	}
 	auditLog := sampleCrawl(t)
 	dir := t.TempDir()
-	htmlFile, jsonFile := filepath.Join(dir, "report.html"), filepath.Join(dir, "report.json")
-	for _, out := range []string{htmlFile, jsonFile} {
-		cmd := command(context.Background(), t, "report", "-o", out, auditLog)
+	htmlFile, jsonFile, wideFile := filepath.Join(dir, "report.html"), filepath.Join(dir, "report.json"), filepath.Join(dir, "wide.html")
+	for out, log := range map[string]string{htmlFile: auditLog, jsonFile: auditLog, wideFile: wideLog(t, dir)} {
+		cmd := command(context.Background(), t, "report", "-o", out, log)
 		if output, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("report -o %s: %v\n%s", out, err, output)
 		}
@@ -136,6 +145,7 @@ func TestReportHTMLInBrowser(t *testing.T) {
 		} `json:"totals"`
 		Crawlers []struct {
 			Name     string `json:"name"`
+			By       string `json:"by"`
 			Requests int64  `json:"requests"`
 			Allowed  int64  `json:"allowed"`
 			Refused  int64  `json:"refused"`
@@ -227,10 +237,10 @@ func TestReportHTMLInBrowser(t *testing.T) {
 		}
 		for i, c := range want.Crawlers {
 			row := shown.Crawlers[i]
-			got := []string{row[0], row[2], row[3], row[4], row[8], row[14]}
-			wantRow := []string{c.Name, formatCount(c.Requests), formatCount(c.Allowed), formatCount(c.Refused), formatCount(c.TooEarly), formatCount(c.Mismatch)}
+			got := []string{row[0], shown.Kinds[i], row[1], row[2], row[3], row[7], row[13]}
+			wantRow := []string{c.Name, c.By, formatCount(c.Requests), formatCount(c.Allowed), formatCount(c.Refused), formatCount(c.TooEarly), formatCount(c.Mismatch)}
 			if !slices.Equal(got, wantRow) {
-				t.Errorf("crawler row %d: name, requests, allowed, refused, 429, mismatches = %q, want %q", i, got, wantRow)
+				t.Errorf("crawler row %d: name, kind, requests, allowed, refused, 429, mismatches = %q, want %q", i, got, wantRow)
 			}
 		}
 		if len(shown.Rules) != len(want.TopRules) || len(want.TopRules) == 0 {
@@ -247,11 +257,11 @@ func TestReportHTMLInBrowser(t *testing.T) {
 		for _, id := range []string{"chart-compliance", "chart-timeline", "chart-rules"} {
 			c, ok := shown.Charts[id]
 			if !ok {
-				t.Errorf("no SVG #%s", id)
+				t.Errorf("no chart #%s", id)
 				continue
 			}
 			if c.Width < 300 || c.Height < 40 || c.Rects == 0 {
-				t.Errorf("SVG #%s is %.0f×%.0f px with %d bars, want at least 300×40 with bars", id, c.Width, c.Height, c.Rects)
+				t.Errorf("chart #%s is %.0f×%.0f px with %d bars, want at least 300×40 with bars", id, c.Width, c.Height, c.Rects)
 			}
 		}
 	})
@@ -281,7 +291,7 @@ func TestReportHTMLInBrowser(t *testing.T) {
 			}
 			return out
 		}
-		const name, refused = 0, 4
+		const name, refused = 0, 3
 		click("crawlers", refused)
 		desc := numbers(column("crawlers", refused))
 		if !slices.IsSortedFunc(desc, func(a, b int) int { return b - a }) || desc[0] == desc[len(desc)-1] {
@@ -295,6 +305,46 @@ func TestReportHTMLInBrowser(t *testing.T) {
 		names := column("crawlers", name)
 		if !slices.IsSortedFunc(names, func(a, b string) int { return strings.Compare(strings.ToLower(a), strings.ToLower(b)) }) {
 			t.Errorf("after a click on Crawler: %q, want alphabetical", names)
+		}
+	})
+
+	t.Run("fits 1280 px", func(t *testing.T) {
+		for _, page := range []string{fileURL, "file://" + wideFile} {
+			if err := chromedp.Do(browser, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(page), chromedp.WaitVisible("#crawlers")); err != nil {
+				t.Fatal(err)
+			}
+			fit, err := chromedp.Run(browser, chromedp.Evaluate[pageFit](measureFit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fit.Viewport != 1280 || fit.Tables < 6 {
+				t.Fatalf("%s: a viewport %d px wide with %d tables measured, want 1280 and every table", page, fit.Viewport, fit.Tables)
+			}
+			if len(fit.Overflows) > 0 {
+				t.Errorf("%s at 1280 px: %s", page, strings.Join(fit.Overflows, "; "))
+			}
+		}
+	})
+
+	// The wide page is on screen: its crawlers told apart, its empty
+	// token shown, its rules' bars with their origins and whole reasons.
+	t.Run("kinds, empty values and whole reasons", func(t *testing.T) {
+		seen, err := chromedp.Run(browser, chromedp.Evaluate[wideShown](readWide))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"acme credential", "acme token", wideToken + " token"} {
+			if !slices.Contains(seen.Crawlers, want) {
+				t.Errorf("crawlers shown as %q, want one shown as %q", seen.Crawlers, want)
+			}
+		}
+		if !slices.Contains(seen.Crawlers, "(no token) token") || !slices.Contains(seen.Empty, "(no token)") {
+			t.Errorf("crawlers %q, empty values shown %q: want the crawler without a token, visibly", seen.Crawlers, seen.Empty)
+		}
+		for _, want := range []string{wideHost, wideReason} {
+			if !slices.ContainsFunc(seen.RuleBars, func(bar string) bool { return strings.Contains(bar, want) }) {
+				t.Errorf("no rule bar shows %q whole:\n%s", want, strings.Join(seen.RuleBars, "\n"))
+			}
 		}
 	})
 
@@ -387,4 +437,95 @@ func lookChromium() (string, error) {
 		}
 	}
 	return "", err
+}
+
+// pageFit is how a page fits its window: Overflows name what is wider.
+type pageFit struct {
+	Viewport  int      `json:"viewport"`
+	Tables    int      `json:"tables"`
+	Overflows []string `json:"overflows"`
+}
+
+// measureFit compares the page and each table's scroll box with the
+// window. The timeline's table is folded away: it is opened first.
+const measureFit = `(() => {
+  document.querySelectorAll("details").forEach(d => { d.open = true; });
+  const root = document.documentElement, over = [];
+  if (root.scrollWidth > root.clientWidth) over.push("the page is " + root.scrollWidth + " px wide in " + root.clientWidth);
+  const boxes = document.querySelectorAll(".scroll");
+  boxes.forEach(box => {
+    if (box.scrollWidth > box.clientWidth) over.push("#" + box.querySelector("table").id + " is " + box.scrollWidth + " px wide in " + box.clientWidth);
+  });
+  return {viewport: window.innerWidth, tables: boxes.length, overflows: over};
+})()`
+
+type wideShown struct {
+	Crawlers []string `json:"crawlers"`
+	Empty    []string `json:"empty"`
+	RuleBars []string `json:"rule_bars"`
+}
+
+// readWide reads what a reader sees (innerText: no hidden text, no
+// tooltips).
+const readWide = `(() => {
+  const texts = sel => Array.from(document.querySelectorAll(sel)).map(e => e.innerText.replace(/\s+/g, " ").trim());
+  return {crawlers: texts("#crawlers tbody td.name"), empty: texts(".empty"), rule_bars: texts("#chart-rules li")};
+})()`
+
+// The wide log's longest values: the longest token the log keeps, a host
+// of long labels and a reason of several causes.
+var (
+	wideToken  = strings.Repeat("VeryLongProductToken-", 7)[:128]
+	wideHost   = "https://" + strings.Repeat("a-label-as-long-as-a-busy-site-makes-them.", 4) + "example:8443"
+	wideReason = "robots.txt unreachable: " + strings.Repeat("dial tcp 192.0.2.1:443: i/o timeout; ", 6) + "complete disallow"
+)
+
+// wideLog writes an audit log with what makes a report wide: the longest
+// token the audit log keeps, a long host and reason, a
+// credential and a token of one name, a client without a token, counts of
+// five digits and bytes in PiB.
+func wideLog(t *testing.T, dir string) string {
+	t.Helper()
+	start := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
+	type crawler struct{ token, credential, ua string }
+	crawlers := []crawler{
+		{"acme", "", "acme/1.0 (+https://acme.example/bot)"},
+		{"AcmeBot", "acme", "Mozilla/5.0 (compatible; Googlebot/2.1)"},
+		{wideToken, "", wideToken + "/1.0"},
+		{"", "", ""},
+	}
+	origins := []string{wideHost, "https://example.com", "http://127.0.0.1:8080"}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for i := range 12_000 {
+		c := crawlers[i%len(crawlers)]
+		origin := origins[i%len(origins)]
+		rec := map[string]any{
+			"time": start.Add(time.Duration(i) * 7 * time.Second), "client": "10.0.0.1:40000", "method": "GET",
+			"url": origin + "/catalogue/" + strings.Repeat("x", 80) + "/" + strconv.Itoa(i%50), "user_agent": c.ua, "token": c.token,
+			"origin": origin, "paths_checked": true, "robots_outcome": "ok", "robots_status": 200, "mode": "enforce",
+			"verdict": "allow", "reason": "no matching rule", "forwarded": true, "status": 200, "bytes": int64(1) << 40, "duration_ms": 1,
+		}
+		if c.credential != "" {
+			rec["credential"], rec["ua_token"], rec["ua_mismatch"] = c.credential, "Googlebot", true
+		}
+		switch i % 5 {
+		case 1:
+			rec["verdict"], rec["reason"], rec["rule"], rec["rule_line"], rec["group"] = "disallow", "disallow: /private/ (line 4)", "/private/", 4, "*"
+			rec["forwarded"], rec["status"], rec["bytes"] = false, 403, 0
+		case 2:
+			if origin == wideHost {
+				rec["verdict"], rec["reason"], rec["robots_outcome"], rec["robots_status"] = "disallow", wideReason, "unreachable", 503
+				rec["forwarded"], rec["status"], rec["bytes"] = false, 403, 0
+			}
+		}
+		if err := enc.Encode(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "wide.log")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -904,6 +904,25 @@ func checkReportExits(t *testing.T, run *enforcedRun) {
 			args: func(dir string) []string { return []string{run.log, filepath.Join(dir, "no-such.log")} },
 			exit: 2, stderr: []string{"no-such.log"},
 		},
+		{
+			// README's logrotate example before the first rotation: the
+			// shell passes the unmatched pattern on as it is.
+			name: "pattern that matches no file yet",
+			args: func(dir string) []string {
+				return []string{"-format", "json", filepath.Join(dir, "audit.log*.gz"), run.log}
+			},
+			stderr: []string{"audit.log*.gz; skipped"},
+			check: func(t *testing.T, _, stdout string) {
+				if doc := decodeReport(t, stdout); doc.Records != 19 || len(doc.Sources) != 1 {
+					t.Errorf("%d records from %d logs, want 19 from 1", doc.Records, len(doc.Sources))
+				}
+			},
+		},
+		{
+			name: "patterns only, matching nothing",
+			args: func(dir string) []string { return []string{filepath.Join(dir, "audit.log*.gz")} },
+			exit: 2, stderr: []string{"audit.log*.gz", "no log to read"},
+		},
 		{name: "bad -since", args: func(string) []string { return []string{"-since", "yesterday", run.log} }, exit: 2,
 			stderr: []string{"-since", `"yesterday"`}},
 		{name: "bad -until", args: func(string) []string { return []string{"-until", "2026-13-01", run.log} }, exit: 2,
@@ -1224,16 +1243,39 @@ func TestReportStaleRobotsTxt(t *testing.T) {
 	}})
 	p := startProxy(t, "ROBOTSGATE_CACHE_MAX_AGE=1s", "ROBOTSGATE_UNREACHABLE_RETRY=1s")
 	client := p.client(t)
-	// expire waits past the cached copy's (or the failure's) second.
-	expire := func(fail bool) {
-		failing.Store(fail)
-		time.Sleep(1100 * time.Millisecond)
-	}
 	base := o.base()
 	var run proxyRun
-	run.send(t, client, visit{ua: googlebotUA, url: base + "/a", status: 200}) // 0: ok
+	// expire makes robots.txt fail (or answer again), then waits for the
+	// proxy to fetch it anew: a probe, by another crawler that the report
+	// below leaves out, asks for a page until one makes the proxy fetch
+	// robots.txt, which it does once its copy (or the failure) is a
+	// second old. The Googlebot visit that follows meets the fetch's
+	// outcome.
+	expire := func(fail bool) {
+		t.Helper()
+		failing.Store(fail)
+		fetched := o.count("/robots.txt")
+		deadline := time.Now().Add(10 * time.Second)
+		for o.count("/robots.txt") == fetched {
+			if time.Now().After(deadline) {
+				t.Fatalf("robots.txt not fetched again in 10 s (cached for 1 s)")
+			}
+			time.Sleep(20 * time.Millisecond) // a probe every 20 ms, at most ~50 a second
+			run.send(t, client, visit{ua: "ProbeBot/1.0", url: base + "/probe", status: 200})
+		}
+	}
+	// seen is the indexes of the Googlebot visits, numbered as below.
+	var seen []int
+	send := func(visits ...visit) {
+		t.Helper()
+		for _, v := range visits {
+			seen = append(seen, len(run.visits))
+			run.send(t, client, v)
+		}
+	}
+	send(visit{ua: googlebotUA, url: base + "/a", status: 200}) // 0: ok
 	expire(true)
-	run.send(t, client,
+	send(
 		visit{ua: googlebotUA, url: base + "/b", status: 200},         // 1: stale
 		visit{ua: googlebotUA, url: base + "/private/x", status: 403}, // 2: stale, and obeyed
 	)
@@ -1243,13 +1285,13 @@ func TestReportStaleRobotsTxt(t *testing.T) {
 		t.Fatalf("robots.txt fetched %d times by visit 2, want 2: the machine is too slow for this test", n)
 	}
 	expire(false)
-	run.send(t, client, visit{ua: googlebotUA, url: base + "/c", status: 200}) // 3: ok again
+	send(visit{ua: googlebotUA, url: base + "/c", status: 200}) // 3: ok again
 	expire(true)
-	run.send(t, client, visit{ua: googlebotUA, url: base + "/d", status: 200}) // 4: stale
+	send(visit{ua: googlebotUA, url: base + "/d", status: 200}) // 4: stale
 	run.finish(t, p)
-	at := run.times
+	at := func(i int) time.Time { return run.times[seen[i]] }
 
-	doc := jsonReport(t, run.log)
+	doc := jsonReport(t, "-token", "Googlebot", run.log)
 	if len(doc.Origins) != 1 {
 		t.Fatalf("origins %+v, want one", doc.Origins)
 	}
@@ -1258,12 +1300,12 @@ func TestReportStaleRobotsTxt(t *testing.T) {
 	// A stale record's robots_status is the obeyed copy's, 200, not the
 	// failure's: the report shows none.
 	sameJSON(t, "incidents", got.Incidents, []reportIncident{
-		{Outcome: "stale", From: at[1], To: at[2], Requests: 2},
-		{Outcome: "stale", From: at[4], To: at[4], Requests: 1},
+		{Outcome: "stale", From: at(1), To: at(2), Requests: 2},
+		{Outcome: "stale", From: at(4), To: at(4), Requests: 1},
 	})
 	sameJSON(t, "counts", got.reportCounts, reportCounts{
 		Requests: 5, Allowed: 4, Refused: 1, Compliance: rate(4, 5),
-		Bytes: run.bytes(0, 1, 3, 4), FirstSeen: at[0], LastSeen: at[4],
+		Bytes: run.bytes(seen[0], seen[1], seen[3], seen[4]), FirstSeen: at(0), LastSeen: at(4),
 	})
 }
 

@@ -36,8 +36,11 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		"rate":    rateValue,
 		"bytes":   bytesWords,
 		"approx":  approx,
-		"name":    crawlerName,
-		"dict":    dict,
+		// The page shows a crawler's whole name (the log keeps at most
+		// 128 bytes of it): it wraps, where a terminal's column is cut.
+		"name":   func(c *Crawler) string { return clean(c.Name, 512) },
+		"dict":   dict,
+		"plural": Plural,
 	}).Parse(pageTemplate)
 	if err != nil {
 		return fmt.Errorf("report template: %w", err)
@@ -47,9 +50,9 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		Style            template.CSS
 		Script           template.JS
 		Policy           string
-		Compliance       chart
+		Compliance       []barRow
 		TimelineChart    chart
-		RulesChart       chart
+		RulesChart       []barRow
 		FilterWords      string
 		MalformedOmitted int64
 		UserAgents       []crawlerValue
@@ -158,30 +161,37 @@ type line struct{ X1, Y1, X2, Y2 float64 }
 
 const (
 	chartWidth   = 760
-	barHeight    = 18
-	barGap       = 8
-	chartLabelW  = 210 // room for names left of the bars
-	chartValueW  = 70  // room for values right of the bars
-	chartEntries = 15  // crawlers and rules drawn
+	chartEntries = 15 // crawlers and rules drawn
 )
+
+// barRow is one bar of a bar chart. The charts of crawlers and rules are
+// HTML rows, each with its bar in an SVG scaled to the row, so that a
+// long name, host or reason wraps in full instead of being cut to fit
+// beside an SVG bar.
+type barRow struct {
+	Crawler *Crawler   // the compliance chart's row
+	Rule    *RuleCount // the rules chart's row
+	// Parts are the bar's pieces, their X and W in percent of the row.
+	Parts []rect
+	Value string // right of the bar
+	Note  string // instead of a bar
+}
 
 // complianceChart draws, per crawler (the busiest), its judged requests
 // split into allowed, refused and would-be-refused, as shares of 100%.
-func complianceChart(rep *Report) chart {
-	n := min(len(rep.Crawlers), chartEntries)
-	c := chart{Width: chartWidth, Height: max(n, 1)*(barHeight+barGap) + 24}
-	barW := float64(chartWidth - chartLabelW - chartValueW)
-	for i := range n {
+func complianceChart(rep *Report) []barRow {
+	rows := make([]barRow, 0, min(len(rep.Crawlers), chartEntries))
+	for i := range cap(rows) {
 		cr := &rep.Crawlers[i]
-		y := float64(i*(barHeight+barGap)) + 4
-		name := crawlerName(cr)
-		c.Labels = append(c.Labels, label{X: chartLabelW - 8, Y: y + barHeight - 5, Text: clean(name, 28), Anchor: "end"})
+		row := barRow{Crawler: cr}
 		judged := cr.Allowed + cr.Refused + cr.WouldBeRefused
 		if judged == 0 {
-			c.Labels = append(c.Labels, label{X: chartLabelW, Y: y + barHeight - 5, Text: "no request judged", Class: "muted"})
+			row.Note = "no request judged"
+			rows = append(rows, row)
 			continue
 		}
-		x := float64(chartLabelW)
+		name := crawlerName(cr) + " (" + cr.By + ")"
+		x := 0.0
 		for _, part := range []struct {
 			n     int64
 			class string
@@ -190,18 +200,15 @@ func complianceChart(rep *Report) chart {
 			if part.n == 0 {
 				continue
 			}
-			w := barW * float64(part.n) / float64(judged)
-			c.Rects = append(c.Rects, rect{X: x, Y: y, W: w, H: barHeight, Class: part.class,
+			w := 100 * float64(part.n) / float64(judged)
+			row.Parts = append(row.Parts, rect{X: x, W: w, Class: part.class,
 				Title: fmt.Sprintf("%s: %s %s of %s judged", name, number(part.n), part.what, number(judged))})
 			x += w
 		}
-		c.Labels = append(c.Labels, label{X: chartWidth - chartValueW + 6, Y: y + barHeight - 5, Text: percent(cr.Compliance)})
+		row.Value = percent(cr.Compliance)
+		rows = append(rows, row)
 	}
-	axisY := float64(n*(barHeight+barGap)) + 16
-	c.Labels = append(c.Labels,
-		label{X: chartLabelW, Y: axisY, Text: "0%", Class: "muted"},
-		label{X: chartLabelW + barW, Y: axisY, Text: "100% of judged requests", Anchor: "end", Class: "muted"})
-	return c
+	return rows
 }
 
 // timelineChart draws each interval's requests as a column: allowed,
@@ -266,28 +273,19 @@ func timelineChart(rep *Report) chart {
 	return c
 }
 
-// rulesChart draws the most refused rules as bars.
-func rulesChart(rep *Report) chart {
-	n := min(len(rep.TopRules), chartEntries)
-	c := chart{Width: chartWidth, Height: max(n, 1)*(barHeight+barGap) + 8}
-	if n == 0 {
-		c.Labels = append(c.Labels, label{X: chartWidth / 2, Y: barHeight, Text: "no refusals", Anchor: "middle", Class: "muted"})
-		return c
-	}
-	peak := rep.TopRules[0].Refused
-	barW := float64(chartWidth - chartLabelW - chartValueW)
-	for i := range n {
+// rulesChart draws the most refused rules as bars, the busiest full
+// width.
+func rulesChart(rep *Report) []barRow {
+	rows := make([]barRow, 0, min(len(rep.TopRules), chartEntries))
+	for i := range cap(rows) {
 		r := &rep.TopRules[i]
-		y := float64(i*(barHeight+barGap)) + 4
-		name := r.Rule
+		w := math.Max(100*float64(r.Refused)/float64(rep.TopRules[0].Refused), 0.5)
+		what := r.Rule
 		if r.Line != 0 {
-			name += " (line " + strconv.Itoa(r.Line) + ")"
+			what += " (line " + strconv.Itoa(r.Line) + ")"
 		}
-		c.Labels = append(c.Labels, label{X: chartLabelW - 8, Y: y + barHeight - 5, Text: clean(name, 30), Anchor: "end"})
-		w := math.Max(barW*float64(r.Refused)/float64(peak), 1)
-		c.Rects = append(c.Rects, rect{X: chartLabelW, Y: y, W: w, H: barHeight, Class: "refused",
-			Title: fmt.Sprintf("%s %s, group %s: %s refused", r.Origin, name, r.Group, number(r.Refused))})
-		c.Labels = append(c.Labels, label{X: chartLabelW + w + 6, Y: y + barHeight - 5, Text: number(r.Refused)})
+		rows = append(rows, barRow{Rule: r, Value: number(r.Refused) + approx(r.Overcount), Parts: []rect{{W: w, Class: "refused",
+			Title: fmt.Sprintf("%s %s, group %s: %s refused", r.Origin, what, r.Group, Plural(r.Refused, "request", "requests"))}}})
 	}
-	return c
+	return rows
 }

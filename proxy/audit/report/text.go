@@ -113,7 +113,7 @@ func (t *textWriter) summary(rep *Report) {
 		if s.Error != "" {
 			note += ", NOT READ TO ITS END: " + clean(s.Error, 200)
 		}
-		t.printf("Log:        %s (%s lines%s)\n", clean(s.Name, 200), number(s.Lines), note)
+		t.printf("Log:        %s (%s%s)\n", clean(s.Name, 200), Plural(s.Lines, "line", "lines"), note)
 	}
 	if f := describeFilter(rep.Filter); f != "" {
 		t.printf("Filter:     %s\n", f)
@@ -134,7 +134,7 @@ func (t *textWriter) summary(rep *Report) {
 		number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly))
 	t.printf("Other:      %s refused by ROBOTSGATE_DENY_DESTINATIONS, %s without a verdict; %s relayed\n",
 		number(c.DeniedDestination), number(c.Errors), bytesWords(c.Bytes))
-	t.printf("Seen:       %s crawlers, %s origins\n", number(int64(len(rep.Crawlers))), number(int64(len(rep.Origins))))
+	t.printf("Seen:       %s, %s\n", Plural(int64(len(rep.Crawlers)), "crawler", "crawlers"), Plural(int64(len(rep.Origins)), "origin", "origins"))
 }
 
 func describeFilter(f Filter) string {
@@ -176,20 +176,21 @@ func (t *textWriter) crawlers(rep *Report) {
 			number(int64(c.Origins)), number(c.UAMismatches), formatTime(c.FirstSeen), formatTime(c.LastSeen))
 		rows = append(rows, row)
 		for _, ua := range c.UserAgents {
-			agents = append(agents, []string{name, number(ua.Count) + approx(ua.Overcount), quoted(ua.Value)})
+			agents = append(agents, []string{name, c.By, number(ua.Count) + approx(ua.Overcount), quoted(ua.Value)})
 		}
 		if c.UAMismatches > 0 {
 			var claimed []string
 			for _, s := range c.ClaimedTokens {
 				claimed = append(claimed, quoted(s.Value)+" ×"+number(s.Count))
 			}
-			liars = append(liars, []string{name, number(c.UAMismatches), strings.Join(claimed, ", ")})
+			liars = append(liars, []string{name, c.By, number(c.UAMismatches), strings.Join(claimed, ", ")})
 		}
 	}
 	t.table("CRAWLERS (by credential when there is one, else by product token)", columns{nameFirst: true}, header, rows)
-	t.table("USER-AGENTS SEEN", columns{true, true}, []string{"CRAWLER", "REQUESTS", "USER-AGENT"}, agents)
+	// BY tells a credential from a token of the same name in every table.
+	t.table("USER-AGENTS SEEN", columns{true, true}, []string{"CRAWLER", "BY", "REQUESTS", "USER-AGENT"}, agents)
 	t.table("USER-AGENT MISMATCHES (the User-Agent names another token than the one judged)", columns{true, true},
-		[]string{"CRAWLER", "REQUESTS", "TOKENS THE USER-AGENT CLAIMED"}, liars)
+		[]string{"CRAWLER", "BY", "REQUESTS", "TOKENS THE USER-AGENT CLAIMED"}, liars)
 }
 
 // crawlerName is how a crawler is shown: its credential or token, and
@@ -268,6 +269,15 @@ func bar(b Bucket, peak int64) string {
 	refused := int((b.Refused + b.WouldBeRefused) * width / peak)
 	allowed := int(b.Allowed * width / peak)
 	return strings.Repeat("#", allowed) + strings.Repeat("x", refused)
+}
+
+// Plural writes n as the report writes counts, with the word that agrees
+// with it: "1 malformed line", "0 malformed lines", "1,200 lines".
+func Plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return number(n) + " " + many
 }
 
 // number writes n with thousands separators.

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,7 +26,9 @@ const (
 	// ExitIncomplete: a log could not be read to its end; the report was
 	// written from what was read, and says which.
 	ExitIncomplete = 1
-	ExitUsage      = 2 // a usage error, or a log that cannot be opened
+	// ExitUsage: a usage error, a log that cannot be opened, or no log
+	// at all to read (every pattern matched nothing); nothing was written.
+	ExitUsage = 2
 	// ExitInterrupted: the context ended (Ctrl-C); nothing was written.
 	ExitInterrupted = 130
 )
@@ -51,11 +54,15 @@ T is a time: 2026-11-25T10:00:00Z (RFC 3339), 2026-11-25 10:00, or
 repeated or hold several values separated by commas; an origin is a whole
 origin (https://example.com) or a host (example.com, example.com:8443).
 
+A name that is no file but holds *, ? or [ is a pattern: the report reads
+the files it matches (as a shell would) and skips it, with a note, when it
+matches none, so "audit.log*.gz audit.log" works before the first rotation.
+
 Malformed lines are counted and listed (the first few), never fatal; a cut
 last line (a log being written) is ignored.
 Exit status: 0 done, 1 a log could not be read to its end (the report
-covers what was read), 2 usage error or a log that cannot be opened,
-130 interrupted.
+covers what was read), 2 usage error, a log that cannot be opened or no
+log at all to read (nothing written), 130 interrupted.
 
 Flags:
 `
@@ -124,6 +131,14 @@ func Run(ctx context.Context, args []string, env Env) int {
 	names := flags.Args()
 	if len(names) == 0 {
 		names = []string{"-"}
+	} else {
+		var err error
+		if names, err = expand(names, env.Stderr); err != nil {
+			return fail("%v", err)
+		}
+		if len(names) == 0 {
+			return fail("no log to read: no pattern matched a file; no report written")
+		}
 	}
 	sources := make([]io.ReadCloser, len(names))
 	for i, name := range names {
@@ -154,13 +169,42 @@ func Run(ctx context.Context, args []string, env Env) int {
 	}
 	rep := rd.Report()
 	if rep.Malformed > 0 {
-		fmt.Fprintf(env.Stderr, "robotsgate report: %d malformed lines skipped (listed in the report)\n", rep.Malformed)
+		fmt.Fprintf(env.Stderr, "robotsgate report: %s skipped (listed in the report)\n", report.Plural(rep.Malformed, "malformed line", "malformed lines"))
 	}
 	if err := writeReport(*out, env.Stdout, rep, write); err != nil {
 		fmt.Fprintf(env.Stderr, "robotsgate report: %v\n", err)
 		return ExitIncomplete
 	}
 	return status
+}
+
+// expand replaces each argument that names no file but holds a glob
+// pattern (*, ? or [) by the files it matches, and drops it, with a note,
+// when it matches none: "audit.log*.gz audit.log" must work before the
+// first rotation, when a shell passes the pattern on unmatched, and where
+// no shell expands patterns at all. A plain name that does not exist is
+// left for os.Open to report.
+func expand(args []string, notes io.Writer) ([]string, error) {
+	var names []string
+	for _, arg := range args {
+		if arg == "-" || !strings.ContainsAny(arg, "*?[") {
+			names = append(names, arg)
+			continue
+		}
+		if _, err := os.Lstat(arg); !errors.Is(err, fs.ErrNotExist) {
+			names = append(names, arg) // a file of that very name, or one os.Open will explain
+			continue
+		}
+		matches, err := filepath.Glob(arg)
+		if err != nil {
+			return nil, fmt.Errorf("%s: no such file, nor a valid pattern: %w", arg, err)
+		}
+		if len(matches) == 0 {
+			fmt.Fprintf(notes, "robotsgate report: no file matches %s; skipped\n", arg)
+		}
+		names = append(names, matches...)
+	}
+	return names, nil
 }
 
 func closeAll(sources []io.ReadCloser) {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -314,9 +315,15 @@ func TestCutGzip(t *testing.T) {
 }
 
 func TestMalformedLinesAreNoFailure(t *testing.T) {
-	code, out, errOut := run(t, context.Background(), append(logOf(3), "junk\n"...))
-	if code != ExitOK || !strings.Contains(errOut, "1 malformed lines skipped") || !strings.Contains(out, "-:4: ") {
-		t.Errorf("exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	for junk, say := range map[string]string{
+		"junk\n":            "robotsgate report: 1 malformed line skipped (listed in the report)\n",
+		"junk\n{\n":         "robotsgate report: 2 malformed lines skipped (listed in the report)\n",
+		"junk\n{\n[]\n42\n": "robotsgate report: 4 malformed lines skipped (listed in the report)\n",
+	} {
+		code, out, errOut := run(t, context.Background(), append(logOf(3), junk...))
+		if code != ExitOK || errOut != say || !strings.Contains(out, "-:4: ") {
+			t.Errorf("exit %d, stderr %q, want %q; stdout:\n%s", code, errOut, say, out)
+		}
 	}
 }
 
@@ -365,4 +372,97 @@ func TestSinceFromTheClock(t *testing.T) {
 			t.Errorf("since %v, generated %v; want %v and %v", rep.Filter.Since, rep.Generated, want, time.Now())
 		}
 	})
+}
+
+// TestPatterns: a name that is no file but a pattern is expanded here, as
+// a shell would, and skipped with a note when it matches nothing, so that
+// the logrotate example's "audit.log*.gz audit.log" works before the
+// first rotation; a plain name that is no file stays an error.
+func TestPatterns(t *testing.T) {
+	dir := t.TempDir()
+	current := writeFile(t, dir, "audit.log", logOf(4))
+	literal := writeFile(t, dir, "odd*name[1].log", logOf(1)) // a file whose name is a pattern
+	rotatedDir := t.TempDir()
+	rotated := []string{
+		writeFile(t, rotatedDir, "audit.log.1.gz", gzipOf(t, logOf(2))),
+		writeFile(t, rotatedDir, "audit.log.2.gz", gzipOf(t, logOf(3))),
+	}
+	for _, c := range []struct {
+		name    string
+		args    []string
+		code    int
+		sources []string // read, in order
+		stderr  []string // each in it, in order
+	}{
+		{
+			name: "unmatched pattern before a log", args: []string{filepath.Join(dir, "audit.log*.gz"), current},
+			sources: []string{current}, stderr: []string{"no file matches " + filepath.Join(dir, "audit.log*.gz") + "; skipped\n"},
+		},
+		{
+			name: "pattern no shell expanded", args: []string{filepath.Join(rotatedDir, "audit.log.?.gz"), current},
+			sources: append(slices.Clone(rotated), current),
+		},
+		{name: "a file named like a pattern", args: []string{literal}, sources: []string{literal}},
+		{
+			name: "nothing left to read", args: []string{filepath.Join(dir, "*.gz"), filepath.Join(dir, "old-[0-9]")}, code: ExitUsage,
+			stderr: []string{"no file matches " + filepath.Join(dir, "*.gz"), "no file matches " + filepath.Join(dir, "old-[0-9]"), "no log to read"},
+		},
+		{
+			name: "no such file", args: []string{filepath.Join(dir, "audit.log.1"), current}, code: ExitUsage,
+			stderr: []string{filepath.Join(dir, "audit.log.1") + ": no such file"},
+		},
+		{
+			name: "no such file, and a bad pattern", args: []string{filepath.Join(dir, "audit[.log"), current}, code: ExitUsage,
+			stderr: []string{filepath.Join(dir, "audit[.log") + ": no such file, nor a valid pattern"},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "report.json")
+			code, stdout, stderr := run(t, context.Background(), nil, append([]string{"-o", out}, c.args...)...)
+			if code != c.code || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d", code, stdout, stderr, c.code)
+			}
+			rest := stderr
+			for _, want := range c.stderr {
+				i := strings.Index(rest, want)
+				if i < 0 {
+					t.Fatalf("stderr %q does not say %q (in order)", stderr, want)
+				}
+				rest = rest[i+len(want):]
+			}
+			if c.code != ExitOK {
+				if _, err := os.Stat(out); !os.IsNotExist(err) {
+					t.Errorf("a report was written (%v)", err)
+				}
+				return
+			}
+			if strings.Count(stderr, "\n") != len(c.stderr) {
+				t.Errorf("stderr %q, want %d lines", stderr, len(c.stderr))
+			}
+			data, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, s := range decode(t, data).Sources {
+				got = append(got, s.Name)
+			}
+			if !slices.Equal(got, c.sources) {
+				t.Errorf("read %q, want %q", got, c.sources)
+			}
+		})
+	}
+}
+
+func gzipOf(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
