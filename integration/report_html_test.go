@@ -123,10 +123,7 @@ const readPage = `(() => {
 // network request, shows the figures the JSON report has, draws its
 // charts at a size, sorts its tables, and reads in dark mode and in print.
 func TestReportHTMLInBrowser(t *testing.T) {
-	chromium, err := lookChromium()
-	if err != nil {
-		t.Skip("chromium is not installed (.ci/run installs it)")
-	}
+	chromium := tools.Look(t, "apt-get install chromium", "chromium", "chromium-browser", "google-chrome")
 	auditLog := sampleCrawl(t)
 	dir := t.TempDir()
 	htmlFile, jsonFile, wideFile := filepath.Join(dir, "report.html"), filepath.Join(dir, "report.json"), filepath.Join(dir, "wide.html")
@@ -425,18 +422,6 @@ func formatCount(n int64) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// lookChromium finds Debian's chromium (or another name it goes by).
-func lookChromium() (string, error) {
-	var err error
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		var path string
-		if path, err = exec.LookPath(name); err == nil {
-			return path, nil
-		}
-	}
-	return "", err
 }
 
 // pageFit is how a page fits its window: Overflows name what is wider.
