@@ -19,6 +19,9 @@ type Metrics struct {
 	bytes    prometheus.Counter
 	paced    *prometheus.CounterVec
 	waits    prometheus.Histogram
+	// handshakeFailures counts failed handshakes with intercepted
+	// clients, one counter per cause.
+	handshakeFailures [handshakeCauses]prometheus.Counter
 }
 
 // newMetrics registers robotsgate's metrics, the Go runtime's, the
@@ -50,7 +53,14 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
 		}),
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.bytes, m.paced, m.waits,
+	handshakes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "robotsgate_mitm_client_handshake_failures_total",
+		Help: "TLS handshakes with intercepted clients that failed, by cause: untrusted_ca (the client refused robotsgate's certificate), hung_up (it closed the connection on the certificate), timeout, other.",
+	}, []string{"cause"})
+	for c := range handshakeCauses {
+		m.handshakeFailures[c] = handshakes.WithLabelValues(c.String())
+	}
+	m.registry.MustRegister(m.requests, m.duration, m.bytes, m.paced, m.waits, handshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "robotsgate_build_info", Help: "Always 1; the version is a label.",
