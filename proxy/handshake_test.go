@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -158,4 +159,53 @@ func TestWarnLimiter(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestUntrustedOriginNamesTheFix: an origin whose certificate no trusted
+// CA signed fails robots.txt (403, complete disallow) and forwarding (502);
+// both answers and the log name ROBOTSGATE_UPSTREAM_CA_FILE, the audit
+// record keeps the short cause.
+func TestUntrustedOriginNamesTheFix(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots, tls: true})
+	p := startProxy(t, proxyConfig{mitm: true, roots: x509.NewCertPool()}) // trusts no origin
+	c := p.client()
+
+	resp, body := do(t, c, "GET", o.URL+"/page", ua(curlUA))
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "ROBOTSGATE_UPSTREAM_CA_FILE") ||
+		!strings.Contains(body, "TLS certificate not trusted") {
+		t.Errorf("GET /page of an untrusted origin = %d, want 403 naming the cause and ROBOTSGATE_UPSTREAM_CA_FILE:\n%s", resp.StatusCode, body)
+	}
+	// robots.txt itself is always forwarded: forwarding fails alike.
+	resp, body = do(t, c, "GET", o.URL+"/robots.txt", ua(curlUA))
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "ROBOTSGATE_UPSTREAM_CA_FILE") ||
+		!strings.Contains(body, "TLS certificate not trusted") {
+		t.Errorf("GET /robots.txt of an untrusted origin = %d, want 502 naming the cause and ROBOTSGATE_UPSTREAM_CA_FILE:\n%s", resp.StatusCode, body)
+	}
+	// A trusted origin that fails otherwise gets no such hint.
+	down := startOrigin(t, originConfig{robots: testRobots})
+	down.Close()
+	if resp, body := do(t, c, "GET", down.URL+"/page", ua(curlUA)); resp.StatusCode != http.StatusForbidden || strings.Contains(body, "ROBOTSGATE_UPSTREAM_CA_FILE") {
+		t.Errorf("GET of an origin that is down = %d, want 403 without the CA hint:\n%s", resp.StatusCode, body)
+	}
+
+	logs := p.logs.String()
+	var warns int
+	for line := range strings.Lines(logs) {
+		if strings.Contains(line, "does not trust an origin's TLS certificate") {
+			warns++
+			if !strings.Contains(line, "ROBOTSGATE_UPSTREAM_CA_FILE") || !strings.Contains(line, `"origin":"`+o.URL+`"`) {
+				t.Errorf("the warning lacks the setting or the origin:\n%s", line)
+			}
+		}
+	}
+	if warns != 1 {
+		t.Errorf("%d warnings about the origin's certificate, want 1 (the second within the minute held back):\n%s", warns, logs)
+	}
+	recs := p.records()
+	if r := recordFor(t, recs, "GET", o.URL+"/page"); strings.Contains(r.Reason, "ROBOTSGATE_") || !strings.Contains(r.Reason, "TLS certificate not trusted") {
+		t.Errorf("the record's reason is %q; want the short cause, without the hint", r.Reason)
+	}
+	if r := recordFor(t, recs, "GET", o.URL+"/robots.txt"); r.Error != "TLS certificate not trusted" {
+		t.Errorf("the record's error is %q; want the short cause", r.Error)
+	}
 }
