@@ -88,15 +88,6 @@ func (c *sentConn) Write(p []byte) (int, error) {
 
 func (c *sentConn) CloseWrite() error { return closeWrite(c.Conn) }
 
-// caURL is where a client that connected to local, the proxy's address as
-// that client reached it, downloads the CA.
-func caURL(local net.Addr) string {
-	if local == nil {
-		return "http://<proxy>/ca.pem"
-	}
-	return "http://" + local.String() + "/ca.pem"
-}
-
 // handshakeFailed counts a failed handshake with an intercepted client and
 // warns about it, once a minute per cause at most, with the fix.
 func (s *Server) handshakeFailed(client net.Conn, tun *tunnel, err error, certificateSent bool) {
@@ -110,7 +101,9 @@ func (s *Server) handshakeFailed(client net.Conn, tun *tunnel, err error, certif
 	if held > 0 {
 		attrs = append(attrs, "suppressed", held)
 	}
-	trust := "does the client trust ca.pem? download it from " + caURL(client.LocalAddr()) +
+	// The address the client reached the proxy at: the one it can
+	// download the CA from, whatever address the proxy listens on.
+	trust := "does the client trust ca.pem? download it from http://" + client.LocalAddr().String() + "/ca.pem" +
 		" and add it to the client's trusted CAs (curl --cacert, REQUESTS_CA_BUNDLE, SSL_CERT_FILE, the system's store)"
 	switch cause {
 	case handshakeUntrustedCA:
