@@ -4,8 +4,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -82,8 +85,14 @@ func TestUntrustingClientWarned(t *testing.T) {
 // ROBOTSGATE_UPSTREAM_CA_FILE; the audit record keeps the short cause.
 func TestSelfSignedOriginNamesTheSetting(t *testing.T) {
 	t.Parallel()
-	o := newOrigin(t, true, map[string]http.HandlerFunc{"/robots.txt": robotsTxt("User-agent: *\nAllow: /\n")})
-	p := startProxy(t) // without upstreamCA: httptest's certificate is self-signed
+	// httptest's certificate is self-signed, and the proxy gets no
+	// upstreamCA. The origin need not log each refusal of its certificate.
+	srv := httptest.NewUnstartedServer(robotsTxt("User-agent: *\nAllow: /\n"))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	o := &origin{Server: srv, addr: srv.Listener.Addr().String()}
+	p := startProxy(t)
 	client := p.client(t)
 
 	for _, c := range []struct {
