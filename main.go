@@ -286,14 +286,13 @@ func logCA(log *slog.Logger, ca *mitm.CA, created bool, addr net.Addr) {
 	log.Info(msg, attrs...)
 }
 
-// clientURLs is how clients name the proxy listening on addr: here is
-// http://host:port for a client on this machine, the listener's own
-// address, or 127.0.0.1 when it listens on every address (0.0.0.0, ::).
-// Then elsewhere is the same with this machine's
-// first address that is neither loopback nor link-local, IPv4 first
-// (from interfaces), an example for clients on other machines, "" if there
-// is none; behind NAT or a container's published port, clients use
-// another address still.
+// clientURLs is how clients name the proxy listening on addr, as
+// http://host:port. here is the listener's own address or, when it listens
+// on every address (0.0.0.0, ::), 127.0.0.1 for a client on this machine;
+// then elsewhere is an example for clients on other machines, with this
+// machine's first address (from interfaces, IPv4 first) that is neither
+// loopback nor link-local, "" if it has none. Behind NAT or a container's
+// published port, clients use yet another address.
 func clientURLs(addr net.Addr, interfaces func() ([]net.Addr, error)) (here, elsewhere string) {
 	tcp, ok := addr.(*net.TCPAddr)
 	if !ok {
