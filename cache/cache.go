@@ -535,7 +535,7 @@ func (c *Cache[V]) settle(key string, failures int, good *entry[V], r Result[V],
 	case e.info.Failed:
 		attrs := []any{"key", key, "outcome", r.Outcome, "failures", e.info.Failures, "retry_at", e.info.ExpiresAt}
 		if good != nil {
-			attrs = append(attrs, "stale_value_loaded_at", good.goodAt, "max_stale", c.opts.MaxStale)
+			attrs = append(attrs, "stale_value_loaded_at", good.goodAt, "max_stale", c.opts.MaxStale.String())
 		}
 		c.log.Warn("cache: load failed, no usable stale value", attrs...)
 	}

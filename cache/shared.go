@@ -273,7 +273,7 @@ func (c *Cache[V]) await(ctx context.Context, key string, local *entry[V], local
 		shared = looked
 	}
 	c.log.Warn("cache: waited in vain for another process's load, loading without a claim",
-		"key", key, "claim_ttl", c.second.ClaimTTL)
+		"key", key, "claim_ttl", c.second.ClaimTTL.String())
 	f, err := c.loadShared(ctx, key, local, localInMain, shared, func() {})
 	if err == nil {
 		c.shared.timeouts.Add(1)

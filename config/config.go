@@ -212,6 +212,10 @@ type Config struct {
 	// ShutdownGrace is how long in-flight requests may run on after SIGTERM.
 	ShutdownGrace time.Duration `env:"SHUTDOWN_GRACE" envDefault:"10s" desc:"How long in-flight requests may finish after SIGTERM"`
 
+	// PIDFile receives the process ID once the proxy listens, so that a
+	// script signals this process and no other; removed at a clean stop.
+	PIDFile string `env:"PID_FILE" desc:"File robotsgate writes its process ID to once it listens, and removes at a clean stop, for the kill -HUP of a logrotate script; unset writes none"`
+
 	// RedisURL names the Redis a fleet of instances shares robots.txt and
 	// crawl schedules through; empty, each instance works alone.
 	RedisURL string `env:"REDIS_URL" secret:"true" desc:"redis:// or rediss:// URL, password and database included, of the Redis a fleet of robotsgate instances shares robots.txt and crawl schedules through; unset, each instance works alone"`

@@ -46,9 +46,9 @@ func TestAuditLogReopenOnSIGHUP(t *testing.T) {
 }
 
 // TestAuditLogRotatedByLogrotate has the real logrotate rotate the audit
-// log while clients keep crawling, with the configuration proxy/audit/README.md
-// gives (create mode, kill -HUP in postrotate, delaycompress), for this
-// proxy's log and pid.
+// log while clients keep crawling, with the configuration
+// proxy/audit/README.md gives (create mode, kill -HUP of the pid in ROBOTSGATE_PID_FILE in
+// postrotate, delaycompress), for this proxy's log and pid file.
 func TestAuditLogRotatedByLogrotate(t *testing.T) {
 	t.Parallel()
 	// Debian installs it in /usr/sbin, which only root's PATH has.
@@ -57,23 +57,19 @@ func TestAuditLogRotatedByLogrotate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const readmePath, readmeKill, readmePidFile = "/var/log/robotsgate/audit.log", `kill -HUP "$(cat /run/robotsgate.pid)"`, "/run/robotsgate.pid"
+	const readmePath, readmePIDFile = "/var/log/robotsgate/audit.log", "/run/robotsgate.pid"
+	const readmeKill = `kill -HUP "$(cat ` + readmePIDFile + `)"`
 	_, snippet, _ := strings.Cut(string(readme), "\n"+readmePath+" {\n")
 	snippet, _, ok := strings.Cut(snippet, "\n}\n")
 	if !ok || !strings.Contains(snippet, readmeKill) {
 		t.Fatalf("proxy/audit/README.md has no logrotate configuration for %s that runs %s", readmePath, readmeKill)
 	}
 	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "robotsgate.pid")
 	testAuditRotation(t, func(t *testing.T, p *proxyProcess, round int) {
 		t.Helper()
 		conf := filepath.Join(dir, "robotsgate.logrotate")
-		// README's pid file, here one that names this proxy: other tests
-		// run robotsgate too.
-		pidFile := filepath.Join(dir, "robotsgate.pid")
-		if err := os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", p.cmd.Process.Pid)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		config := fmt.Sprintf("%q {\n%s\n}\n", p.auditLog, strings.Replace(snippet, readmePidFile, pidFile, 1))
+		config := fmt.Sprintf("%q {\n%s\n}\n", p.auditLog, strings.ReplaceAll(snippet, readmePIDFile, pidFile))
 		// Mode 0644: logrotate ignores a configuration others may write.
 		if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
 			t.Fatal(err)
@@ -85,7 +81,7 @@ func TestAuditLogRotatedByLogrotate(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("logrotate, round %d: %v\n%s", round, err, out)
 		}
-	})
+	}, "ROBOTSGATE_PID_FILE="+pidFile)
 }
 
 // testAuditRotation has a few clients crawl through robotsgate without a
@@ -94,11 +90,11 @@ func TestAuditLogRotatedByLogrotate(t *testing.T) {
 // robotsgate. Every request a client completed has exactly one record
 // across the files, each line whole; each file has records, the newest
 // ones written after the last SIGHUP; and robotsgate said it reopened
-// the log each time.
-func testAuditRotation(t *testing.T, rotate rotator) {
+// the log each time. env goes to robotsgate.
+func testAuditRotation(t *testing.T, rotate rotator, env ...string) {
 	const clients = 4
 	o := newOrigin(t, false, map[string]http.HandlerFunc{"/robots.txt": robotsTxt(privateRobots)})
-	p := startProxy(t)
+	p := startProxy(t, env...)
 
 	var (
 		mu        sync.Mutex

@@ -12,6 +12,7 @@ import (
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/identity"
+	"robotsgate/proxy/netcause"
 	"robotsgate/proxy/pace"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
@@ -37,6 +38,9 @@ type decision struct {
 	delay     pace.Delay
 	admission pace.Admission
 	done      bool
+	// untrustedOrigin: robots.txt failed on the origin's certificate,
+	// which no trusted CA signed; the 403 names the fix.
+	untrustedOrigin bool
 	// fetchCtx is the context robots.txt is looked up on (fetchContext).
 	fetchCtx fetch.ClientContext
 }
@@ -265,6 +269,10 @@ func (d *decision) noteRobots(result *fetch.Result, info cache.Info) {
 	d.rec.RobotsOutcome = result.Outcome.String()
 	d.rec.RobotsStatus = result.Status
 	d.rec.RobotsCache = info.Source.String()
+	if result.Err != nil && result.Outcome == robots.OutcomeUnreachable && netcause.NotTrusted(result.Err) {
+		d.untrustedOrigin = true
+		d.s.originNotTrusted(d.rec.Origin, "robots.txt fetch")
+	}
 }
 
 func (d *decision) noteVerdict() {

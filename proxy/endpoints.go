@@ -20,8 +20,10 @@ func (s *Server) newEndpoints() http.Handler {
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		// Still "ok" while the fleet's Redis is away: the instance serves
-		// alone, and a restart would not bring Redis back.
+		// Still "ok" while the fleet's Redis is away or refuses the
+		// credentials: the instance serves alone, and a restart would not
+		// bring Redis back (with refused credentials it would not even
+		// start). The second line says which.
 		fmt.Fprintln(w, "ok")
 		if s.opts.Fleet != nil {
 			fmt.Fprintln(w, s.opts.Fleet.HealthDetail())

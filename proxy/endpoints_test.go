@@ -107,6 +107,8 @@ func TestMetrics(t *testing.T) {
 		`robotsgate_build_info{version="test"} 1`,
 		`robotsgate_mitm_leaves_signed_total 1`,
 		`robotsgate_mitm_cached_hosts 1`,
+		`robotsgate_mitm_client_handshake_failures_total{cause="untrusted_ca"} 0`,
+		`robotsgate_mitm_client_handshake_failures_total{cause="other"} 0`,
 	} {
 		if !lines[want] {
 			t.Errorf("/metrics lacks the line %s", want)

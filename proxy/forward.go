@@ -371,7 +371,12 @@ func (d *decision) upstreamFailed(w http.ResponseWriter, r *http.Request, err er
 	why := upstreamProblem(err)
 	d.rec.Status = http.StatusBadGateway
 	d.rec.Error = why
-	plainPage(http.StatusBadGateway, "robotsgate could not get "+d.target.authority+": "+why+"\n").write(w, r)
+	text := "robotsgate could not get " + d.target.authority + ": " + why + "\n"
+	if netcause.NotTrusted(err) {
+		text += "robotsgate does not trust the origin's TLS certificate: " + upstreamCAHint + ".\n"
+		d.s.originNotTrusted(d.rec.Origin, "forwarding")
+	}
+	plainPage(http.StatusBadGateway, text).write(w, r)
 }
 
 // bufferPool lends relayBody its copy buffers: a fresh 32 KiB buffer per

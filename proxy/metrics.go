@@ -19,6 +19,11 @@ type Metrics struct {
 	bytes    prometheus.Counter
 	paced    *prometheus.CounterVec
 	waits    prometheus.Histogram
+	// handshakeFailures counts failed handshakes with intercepted
+	// clients, one counter per cause of handshakes; served only while
+	// HTTPS is intercepted, as the other robotsgate_mitm_ metrics.
+	handshakes        *prometheus.CounterVec
+	handshakeFailures [handshakeCauses]prometheus.Counter
 }
 
 // newMetrics registers robotsgate's metrics, the Go runtime's, the
@@ -50,6 +55,13 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
 		}),
 	}
+	m.handshakes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "robotsgate_mitm_client_handshake_failures_total",
+		Help: "TLS handshakes with intercepted clients that failed, by cause: untrusted_ca (the client refused robotsgate's certificate), hung_up (it closed the connection on the certificate), timeout, other.",
+	}, []string{"cause"})
+	for c := range handshakeCauses {
+		m.handshakeFailures[c] = m.handshakes.WithLabelValues(c.String())
+	}
 	m.registry.MustRegister(m.requests, m.duration, m.bytes, m.paced, m.waits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -64,8 +76,12 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 const refusedHelp = "Client connections refused with 503, by bound: total (ROBOTSGATE_MAX_CONNECTIONS) or per_client (ROBOTSGATE_MAX_CONNECTIONS_PER_CLIENT)."
 
 // registerServer adds what the Server itself counts: client connections,
-// refusals at the connection bounds and the audit log's state.
+// refusals at the connection bounds, the audit log's state and, when it
+// intercepts HTTPS, failed handshakes with clients.
 func (m *Metrics) registerServer(s *Server) {
+	if s.opts.Issuer != nil {
+		m.registry.MustRegister(m.handshakes)
+	}
 	m.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "robotsgate_client_connections", Help: "Client connections open, tunnels included.",

@@ -190,6 +190,9 @@ type Server struct {
 	errorLog    *log.Logger // net/http's own complaints, at debug level
 	copyBuffers bufferPool
 	costly      *costlyGate
+	// warnings holds back repeats of the warnings a client or an origin
+	// can cause over and over (handshakes, untrusted origins).
+	warnings *warnLimiter
 
 	// clients reads requests from clients; tunnels reads the requests
 	// inside tunnels, whose connections tunnelQueue hands it.
@@ -232,7 +235,7 @@ func New(opts Options) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Client.setDefaults()
-	s := &Server{opts: opts, log: opts.Logger, upstream: upstream, costly: newCostlyGate()}
+	s := &Server{opts: opts, log: opts.Logger, upstream: upstream, costly: newCostlyGate(), warnings: newWarnLimiter(warnEvery)}
 	collected := []prometheus.Collector{opts.Rules}
 	if opts.Issuer != nil { // a nil *Issuer in an interface is not nil
 		collected = append(collected, opts.Issuer)

@@ -122,6 +122,9 @@ func forbiddenText(d *decision) []byte {
 	}
 	if v.Cause == robots.CauseUnreachable {
 		b.WriteString("\nRFC 9309 §2.3.1.4: when robots.txt cannot be fetched, crawlers must assume complete disallow.\n")
+		if d.untrustedOrigin {
+			b.WriteString("robotsgate does not trust the origin's TLS certificate: " + upstreamCAHint + ".\n")
+		}
 	}
 	b.WriteString("\nrobotsgate is a proxy that makes crawlers obey robots.txt (RFC 9309).\n")
 	return b.Bytes()

@@ -245,9 +245,12 @@ func (s *Server) endTunnel(conn net.Conn, blind *decision, why string) {
 }
 
 // interceptTLS completes the client's TLS handshake with a leaf from
-// robotsgate's CA, by the deadline.
+// robotsgate's CA, by the deadline. A failed handshake is counted and
+// warned about (handshakeFailed): a client that does not trust the CA
+// leaves no other trace.
 func (s *Server) interceptTLS(client net.Conn, tun *tunnel, deadline time.Time) (*tls.Conn, error) {
-	tlsConn, err := s.opts.Issuer.Server(client, tun.authority)
+	sent := &sentConn{Conn: client}
+	tlsConn, err := s.opts.Issuer.Server(sent, tun.authority)
 	if err != nil {
 		s.log.Warn("cannot intercept a tunnel", "target", tun.authority, "err", err)
 		return nil, err
@@ -255,13 +258,7 @@ func (s *Server) interceptTLS(client net.Conn, tun *tunnel, deadline time.Time) 
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := tlsConn.HandshakeContext(ctx); err != nil {
-		msg := err.Error()
-		if strings.Contains(msg, "remote error") && strings.Contains(msg, "certificate") {
-			s.log.Warn("an intercepted client refused robotsgate's certificate; does it trust the robotsgate CA (GET /ca.pem)?",
-				"client", client.RemoteAddr().String(), "target", tun.authority, "err", msg)
-		} else {
-			s.log.Debug("TLS handshake with an intercepted client failed", "client", client.RemoteAddr().String(), "err", msg)
-		}
+		s.handshakeFailed(client, tun, err, sent.sent.Load())
 		return nil, err
 	}
 	return tlsConn, nil

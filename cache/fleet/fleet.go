@@ -37,6 +37,11 @@ const (
 // Redis is down: the caller works alone, without having waited.
 var ErrUnavailable = errors.New("redis is unavailable")
 
+// ErrCredentialsRefused is wrapped by the error of New when Redis refuses
+// the URL's user and password (WRONGPASS, NOAUTH, NOPERM): unlike a Redis
+// that cannot be reached, that does not mend by itself.
+var ErrCredentialsRefused = errors.New("redis refuses the user and password of the URL")
+
 // Options configure a Client.
 type Options struct {
 	// URL is redis://[user:password@]host[:port][/db], or rediss:// for
@@ -76,6 +81,7 @@ type Client struct {
 	everUp  bool // Redis has answered since New: it can come back
 	since   time.Time
 	lastErr string
+	refused bool // while down: the latest failure was Redis refusing the credentials
 	changes atomic.Uint64
 	ops     [opCount][resultCount]atomic.Uint64
 	descs   descs
@@ -98,11 +104,16 @@ type Status struct {
 	TLS bool
 	// LastError is the latest failure while down.
 	LastError string
+	// Refused: while down, the latest failure was Redis refusing the
+	// credentials (see ErrCredentialsRefused), as when its password was
+	// changed and this instance still has the old one.
+	Refused bool
 }
 
-// New connects to Redis as opts say. It fails only for bad options: it
-// PINGs Redis once, within Timeout, and whatever the answer, returns a
-// Client that is up or down accordingly and logs which. Close releases it.
+// New connects to Redis as opts say. It fails for bad options, and when
+// Redis refuses the URL's credentials (ErrCredentialsRefused): it PINGs
+// Redis once, within Timeout, and for any other answer returns a Client
+// that is up or down accordingly and logs which. Close releases it.
 func New(ctx context.Context, opts Options) (*Client, error) {
 	ro, err := parseURL(opts.URL)
 	if err != nil {
@@ -166,6 +177,12 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.since = time.Now()
 	if err := c.ping(ctx); err != nil {
+		if credentialsRefused(err) {
+			c.stop()
+			c.rdb.Close()
+			return nil, fmt.Errorf("%w: redis at %s answered %q; give the user and password it expects, redis://user:password@host:port/db",
+				ErrCredentialsRefused, c.addr, redisMessage(err))
+		}
 		c.lastErr = err.Error()
 		c.log.Warn(msgDown, "addr", c.addr, "err", err)
 	} else {
@@ -190,12 +207,29 @@ func (l goRedisLog) Printf(ctx context.Context, format string, args ...any) {
 }
 
 // The log lines of a change of state: msgUp the first time Redis answers,
-// msgDown each time it fails, msgBack each time it answers again.
+// msgDown each time it fails, msgBack each time it answers again, and
+// msgRefused each time it starts refusing the credentials.
 const (
-	msgUp   = "redis reachable: robots.txt and crawl schedules are shared with the fleet"
-	msgDown = "redis unreachable: this instance keeps robots.txt and crawl schedules to itself until it returns"
-	msgBack = "redis reachable again: robots.txt and crawl schedules are shared with the fleet once more"
+	msgUp      = "redis reachable: robots.txt and crawl schedules are shared with the fleet"
+	msgDown    = "redis unreachable: this instance keeps robots.txt and crawl schedules to itself until it returns"
+	msgBack    = "redis reachable again: robots.txt and crawl schedules are shared with the fleet once more"
+	msgRefused = "redis refuses robotsgate's credentials: this instance keeps robots.txt and crawl schedules to itself until Redis accepts the user and password in ROBOTSGATE_REDIS_URL"
 )
+
+// credentialsRefused reports whether err is Redis refusing the user and
+// password, or the user's right to a command.
+func credentialsRefused(err error) bool {
+	return redis.IsAuthError(err) || redis.IsPermissionError(err)
+}
+
+// redisMessage is what Redis answered in err, without what this package
+// added around it.
+func redisMessage(err error) string {
+	if rerr, ok := errors.AsType[redis.Error](err); ok {
+		return rerr.Error()
+	}
+	return err.Error()
+}
 
 // HealthDetail is the state of Redis as one line for /healthz. It leaves
 // out the address and the error, which /healthz would tell anyone who can
@@ -206,7 +240,11 @@ func (c *Client) HealthDetail() string {
 	if s.Up {
 		return "redis: shared with the fleet since " + since
 	}
-	return "redis: unreachable since " + since + "; this instance works alone and tries Redis again every " + c.every.String()
+	why := ""
+	if s.Refused {
+		why = ": it refuses robotsgate's credentials (the user and password in ROBOTSGATE_REDIS_URL)"
+	}
+	return "redis: unreachable since " + since + why + "; this instance works alone and tries Redis again every " + c.every.String()
 }
 
 // Close stops looking for Redis and closes the connections.
@@ -225,7 +263,7 @@ func (c *Client) Status() Status {
 	defer c.mu.Unlock()
 	s := Status{Up: c.up.Load(), Since: c.since, Addr: c.addr, TLS: c.tls}
 	if !s.Up {
-		s.LastError = c.lastErr
+		s.LastError, s.Refused = c.lastErr, c.refused
 	}
 	return s
 }
@@ -305,6 +343,17 @@ func (c *Client) markDown(err error) {
 	c.since, c.lastErr = time.Now(), err.Error()
 	c.changes.Add(1)
 	c.log.Warn(msgDown, "addr", c.addr, "err", err)
+	c.noteRefusal(err)
+}
+
+// noteRefusal records whether err, the latest failure while down, is Redis
+// refusing the credentials, and says so when it starts. c.mu is held.
+func (c *Client) noteRefusal(err error) {
+	refused := credentialsRefused(err)
+	if refused && !c.refused {
+		c.log.Warn(msgRefused, "addr", c.addr, "err", err)
+	}
+	c.refused = refused
 }
 
 // probe PINGs Redis every RetryEvery: while it is up, so that an
@@ -341,17 +390,19 @@ func (c *Client) tryUp() {
 	if err != nil {
 		if c.stopCtx.Err() == nil {
 			c.lastErr = err.Error()
+			c.noteRefusal(err)
 		}
 		return
 	}
 	downFor := time.Since(c.since)
 	c.up.Store(true)
-	c.since, c.lastErr = time.Now(), ""
+	c.since, c.lastErr, c.refused = time.Now(), "", false
 	c.changes.Add(1)
 	if !c.everUp {
 		c.everUp = true
 		c.log.Info(msgUp, "addr", c.addr)
 		return
 	}
-	c.log.Info(msgBack, "addr", c.addr, "down_for", downFor.Round(time.Millisecond))
+	// A string: slog's JSON handler writes a time.Duration in nanoseconds.
+	c.log.Info(msgBack, "addr", c.addr, "down_for", downFor.Round(time.Millisecond).String())
 }

@@ -2,12 +2,15 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -238,17 +241,123 @@ func TestPasswordAndDatabase(t *testing.T) {
 		t.Errorf("database 0 holds %q; want nothing", keys)
 	}
 
-	wrongURL := url.URL{Scheme: "redis", User: url.UserPassword("", "wrong "+password), Host: srv.Addr()}
-	wrong, logs := newClient(t, srv, fleet.Options{URL: wrongURL.String()})
-	st := wrong.Status()
-	if st.Up || !strings.Contains(st.LastError, "WRONGPASS") {
-		t.Fatalf("Status with a wrong password = %+v; want down, with Redis's WRONGPASS", st)
+	// A Redis that refuses the credentials will not mend by itself: New
+	// fails, unlike for a Redis that cannot be reached.
+	for _, tt := range []struct {
+		name, user, password, answer string
+	}{
+		{"wrong password", "", "wrong " + password, "WRONGPASS"},
+		{"no password", "", "", "NOAUTH"},
+		{"unknown user", "nobody", password, "WRONGPASS"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u := url.URL{Scheme: "redis", Host: srv.Addr()}
+			if tt.user != "" || tt.password != "" {
+				u.User = url.UserPassword(tt.user, tt.password)
+			}
+			c, err := fleet.New(t.Context(), fleet.Options{URL: u.String()})
+			if err == nil {
+				c.Close()
+				t.Fatal("New succeeded; want ErrCredentialsRefused")
+			}
+			if !errors.Is(err, fleet.ErrCredentialsRefused) || !strings.Contains(err.Error(), tt.answer) || !strings.Contains(err.Error(), srv.Addr()) {
+				t.Errorf("New = %v; want ErrCredentialsRefused with Redis's %s and its address", err, tt.answer)
+			}
+			if strings.Contains(err.Error(), "w/rd") {
+				t.Errorf("%q shows the password", err)
+			}
+		})
 	}
-	for _, shown := range []string{st.Addr, st.LastError, logs.String()} {
-		if strings.Contains(shown, "w/rd") {
-			t.Errorf("%q shows the password", shown)
+}
+
+// TestCredentialsRefusedLater: Redis's password changes under a running
+// Client (rotated on Redis first): the Client works alone, and its Status,
+// /healthz's line and one warning say that Redis refuses its credentials,
+// until Redis accepts them again.
+func TestCredentialsRefusedLater(t *testing.T) {
+	const password = "old secret"
+	srv := redistest.Start(t, redistest.WithPassword(password))
+	// JSON, as robotsgate logs where no terminal reads it.
+	logs := &logBuffer{}
+	c, err := fleet.New(t.Context(), fleet.Options{URL: srv.URL(), Timeout: testTimeout, RetryEvery: testRetryEvery,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if !c.Status().Up {
+		t.Fatalf("Status = %+v; want up", c.Status())
+	}
+	logged := func(msgPrefix string) []map[string]any {
+		var found []map[string]any
+		for line := range strings.Lines(logs.String()) {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			if msg, _ := rec["msg"].(string); strings.HasPrefix(msg, msgPrefix) {
+				found = append(found, rec)
+			}
+		}
+		return found
+	}
+	admin := srv.Raw(0) // stays authenticated: CLIENT KILL skips it
+	setPassword := func(pw string) {
+		t.Helper()
+		if err := admin.ConfigSet(t.Context(), "requirepass", pw).Err(); err != nil {
+			t.Fatal(err)
+		}
+		// Connections already open stay authenticated; close them.
+		if err := admin.Do(t.Context(), "CLIENT", "KILL", "TYPE", "normal").Err(); err != nil {
+			t.Fatal(err)
 		}
 	}
+
+	setPassword("new secret")
+	if !waitFor(20*testRetryEvery+testTimeout, func() bool { return c.Status().Refused }) {
+		t.Fatalf("Status after the password changed = %+v; want down, refused", c.Status())
+	}
+	if st := c.Status(); st.Up || !strings.Contains(st.LastError, "WRONGPASS") {
+		t.Errorf("Status = %+v; want down with Redis's WRONGPASS", st)
+	}
+	if h := c.HealthDetail(); !strings.HasPrefix(h, "redis: unreachable since ") || !strings.Contains(h, "refuses robotsgate's credentials") ||
+		!strings.Contains(h, "ROBOTSGATE_REDIS_URL") || strings.Contains(h, "secret") {
+		t.Errorf("HealthDetail = %q; want unreachable, refusing the credentials of ROBOTSGATE_REDIS_URL, no password", h)
+	}
+	// The prober keeps being refused: said once.
+	pings := operations(t, c)["ping/error"]
+	if !waitFor(20*testRetryEvery, func() bool { return operations(t, c)["ping/error"] >= pings+2 }) {
+		t.Fatal("the prober stopped trying")
+	}
+	if refusals := logged("redis refuses robotsgate's credentials"); len(refusals) != 1 || refusals[0]["level"] != "WARN" ||
+		!strings.Contains(refusals[0]["msg"].(string), "ROBOTSGATE_REDIS_URL") {
+		t.Errorf("warnings about the credentials: %v, want 1 naming ROBOTSGATE_REDIS_URL:\n%s", refusals, logs)
+	}
+
+	setPassword(password)
+	if !waitFor(20*testRetryEvery+testTimeout, func() bool { return c.Status().Up }) {
+		t.Fatalf("Status once Redis accepts the password again = %+v; want up", c.Status())
+	}
+	if st := c.Status(); st.Refused {
+		t.Errorf("Status = %+v; want no refusal once up", st)
+	}
+	if h := c.HealthDetail(); !strings.HasPrefix(h, "redis: shared with the fleet since ") {
+		t.Errorf("HealthDetail = %q; want shared", h)
+	}
+	// How long Redis was away reads as a duration, not in nanoseconds.
+	back := logged("redis reachable again")
+	if len(back) != 1 {
+		t.Fatalf("%d lines saying Redis is back, want 1:\n%s", len(back), logs)
+	}
+	if s, ok := back[0]["down_for"].(string); !ok || !isDuration(s) {
+		t.Errorf("down_for = %#v; want a duration such as \"1.5s\"", back[0]["down_for"])
+	}
+}
+
+// isDuration reports whether s reads as a time.Duration with its unit.
+func isDuration(s string) bool {
+	_, err := time.ParseDuration(s)
+	return err == nil && strings.IndexFunc(s, unicode.IsLetter) >= 0
 }
 
 func TestTLS(t *testing.T) {

@@ -56,7 +56,7 @@ func Of(err error) string {
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return "no route to host"
 	case errors.As(err, &unknownCA):
-		return "TLS certificate not trusted"
+		return CertificateNotTrusted
 	case errors.As(err, &wrongHost):
 		return "TLS certificate names another host"
 	case errors.As(err, &invalidCert), errors.As(err, &certErr):
@@ -79,6 +79,17 @@ func Of(err error) string {
 		return "TLS handshake failed"
 	}
 	return "network error"
+}
+
+// CertificateNotTrusted is the cause of an origin whose certificate no
+// trusted CA signed: self-signed, or signed by a private CA. Of all
+// causes it is the one the operator fixes by trusting that CA.
+const CertificateNotTrusted = "TLS certificate not trusted"
+
+// NotTrusted reports whether err says the origin's certificate was signed
+// by no CA robotsgate trusts (the cause CertificateNotTrusted).
+func NotTrusted(err error) bool {
+	return err != nil && Of(err) == CertificateNotTrusted
 }
 
 func isTimeout(err error) bool {

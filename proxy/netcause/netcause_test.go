@@ -173,6 +173,11 @@ func TestOf(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("Of(%v) = %q, want %q", err, got, tt.want)
 			}
+			// Only a certificate no trusted CA signed is fixed by trusting
+			// its CA (ROBOTSGATE_UPSTREAM_CA_FILE).
+			if want := tt.want == CertificateNotTrusted; NotTrusted(err) != want {
+				t.Errorf("NotTrusted(%v) = %v, want %v", err, !want, want)
+			}
 			for _, s := range internals {
 				if strings.Contains(got, s) {
 					t.Errorf("Of(%v) = %q leaks %q", err, got, s)
