@@ -108,31 +108,17 @@ type outcome struct {
 //     help (a robots.txt fetch slot, a full pace table). A verdict is no
 //     failure: a 403 or a 429 for too early carries no error.
 func (d *decision) record(rec *audit.Record) {
-	*rec = audit.Record{
-		Time:         d.start,
-		Client:       d.asked.client,
-		Method:       d.asked.method,
-		Decision:     d.robotsDecision(),
-		Origin:       d.asked.origin,
-		Tunnel:       d.asked.tunnel,
-		Credential:   d.who.credential,
-		PathsChecked: !d.asked.blind,
-		Pace:         d.admission.Outcome.String(),
-		WaitedMS:     float64(d.admission.Waited) / float64(time.Millisecond),
-		// What a denied destination decided is no robots.txt verdict.
-		DeniedDestination: d.ruling == destinationDenied,
-		Mode:              string(d.s.opts.Mode),
-		Forwarded:         d.outcome.reached,
-		Status:            d.outcome.status,
-		Upstream:          d.outcome.upstream,
-		Bytes:             d.outcome.bytes,
-		Duration:          float64(time.Since(d.start)) / float64(time.Millisecond),
-		Error:             d.outcome.cause,
-	}
+	*rec = audit.Record{Time: d.start, Client: d.asked.client, Method: d.asked.method}
+	// url, user_agent and token; the verdict, from verdict to
+	// reading_steps; robots_txt, robots_outcome and robots_status.
+	rec.Decision = d.robotsDecision()
+	rec.Origin, rec.Tunnel = d.asked.origin, d.asked.tunnel
+	rec.Credential = d.who.credential
 	if d.who.uaTokenSet {
 		rec.UAToken = &d.who.uaToken
 		rec.UAMismatch = !strings.EqualFold(d.who.uaToken, d.who.token)
 	}
+	rec.PathsChecked = !d.asked.blind
 	if d.lookup.done {
 		rec.RobotsCache = d.lookup.cache.String()
 	}
@@ -141,6 +127,16 @@ func (d *decision) record(rec *audit.Record) {
 		rec.CrawlDelaySource = d.delay.Source.String()
 		rec.CrawlDelayLine = d.delay.Asked.Line
 	}
+	rec.Pace = d.admission.Outcome.String()
+	rec.WaitedMS = float64(d.admission.Waited) / float64(time.Millisecond)
+	rec.DeniedDestination = d.ruling == destinationDenied
+	rec.Mode = string(d.s.opts.Mode)
+	rec.Forwarded = d.outcome.reached
+	rec.Status = d.outcome.status
+	rec.Upstream = d.outcome.upstream
+	rec.Bytes = d.outcome.bytes
+	rec.Duration = float64(time.Since(d.start)) / float64(time.Millisecond)
+	rec.Error = d.outcome.cause
 }
 
 // robotsDecision is the request and its verdict in the words the audit
