@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/pace"
@@ -257,5 +258,14 @@ func hangsUp(t *testing.T, conn net.Conn) {
 	io.WriteString(conn, "\x16\x03\x01\x00\x05hello")
 	if rest, err := io.ReadAll(conn); err != nil && !strings.Contains(err.Error(), "reset") || len(rest) > 0 {
 		t.Fatalf("the tunnel gave %q, %v; want robotsgate to hang up", rest, err)
+	}
+}
+
+// TestDecisionSize keeps a decision, which every request allocates, within
+// the 1152-byte size class it has always had: facts added to it must not
+// cost each request a larger allocation.
+func TestDecisionSize(t *testing.T) {
+	if size := unsafe.Sizeof(decision{}); size > 1152 {
+		t.Errorf("a decision takes %d bytes, past the 1152-byte size class", size)
 	}
 }
