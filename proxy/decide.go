@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"robotsgate/cache"
-	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/netcause"
@@ -19,40 +18,40 @@ import (
 )
 
 // decision is one request on its way through the proxy: its canonical
-// target, the verdict and the audit record that will describe it.
+// target, the verdict, and the facts its audit record is built of when it
+// is over (see record.go).
 type decision struct {
 	s *Server
-	// rec is the record; its Time, with the monotonic clock reading,
-	// is when the request began.
-	rec     audit.Record
-	target  target
-	outURL  url.URL // the target as the transport is given it
+	// start is when the request arrived, with the monotonic clock reading.
+	start  time.Time
+	asked  asked
+	who    who
+	target target
+	outURL url.URL // the target as the transport is given it
+	lookup lookup
+	// ruling is how the verdict was reached: verdict is robots.txt's when
+	// judged, why the reason of any other.
+	ruling  ruling
 	verdict robots.Verdict
+	why     string
 	// maxForwards is the Max-Forwards value to send on, "" to send none.
 	maxForwards string
-	// uaToken is the User-Agent's token when another token is judged; the
-	// record points to it.
-	uaToken string
 	// delay is the pace in force for the request's identity, and
 	// admission its passage through pacing, ended by finish.
 	delay     pace.Delay
 	admission pace.Admission
+	outcome   outcome
+	relay     relayState // forward's
 	done      bool
-	// untrustedOrigin: robots.txt failed on the origin's certificate,
-	// which no trusted CA signed; the 403 names the fix.
-	untrustedOrigin bool
 	// fetchCtx is the context robots.txt is looked up on (fetchContext).
 	fetchCtx fetch.ClientContext
 }
 
 func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {
-	d := &decision{s: s}
-	d.rec = audit.Record{
-		Time: time.Now(), Client: r.RemoteAddr, Method: r.Method,
-		Decision: robots.Decision{UserAgent: r.UserAgent()}, Mode: string(s.opts.Mode), PathsChecked: true,
-	}
+	d := &decision{s: s, start: time.Now()}
+	d.asked = asked{client: r.RemoteAddr, method: r.Method, userAgent: r.UserAgent()}
 	if tun != nil {
-		d.rec.Tunnel = tun.authority
+		d.asked.tunnel = tun.authority
 	}
 	return d
 }
@@ -88,13 +87,12 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 		perr = badRequest("the path starts with // and has characters that would have to be re-encoded to be sent on; percent-encode them")
 	}
 	if perr != nil {
-		d.rec.URL = describeRequest(r, tun)
+		d.asked.url = describeRequest(r, tun)
 		p := d.failPage(perr.status, perr.why, nil)
 		p.header.Set("Connection", "close")
 		return d, p
 	}
-	d.rec.URL = t.url
-	d.rec.Origin = t.origin
+	d.asked.url, d.asked.origin = t.url, t.origin
 	if s.stopping.Load() {
 		return d, d.failPage(http.StatusServiceUnavailable, "robotsgate is shutting down", nil)
 	}
@@ -132,14 +130,13 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 			return d, p
 		}
 	}
-	d.noteVerdict()
+	d.ruling = judged
 
 	if !d.verdict.Allowed && s.opts.Mode == ModeEnforce {
-		d.rec.Status = http.StatusForbidden
+		d.outcome.status = http.StatusForbidden
 		d.finish()
 		return d, forbiddenPage(r, d)
 	}
-	d.rec.Forwarded = true
 	if result != nil {
 		if p := d.pace(r, result); p != nil {
 			return d, p
@@ -152,7 +149,7 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 // waiting its turn at the costlyGate (it returns the answer when it found
 // none), one over robots.MaxDecisionCost refused unjudged.
 func (d *decision) judge(r *http.Request, result *fetch.Result, pathAndQuery string) *page {
-	j := result.Prepare(d.rec.Token, pathAndQuery)
+	j := result.Prepare(d.who.token, pathAndQuery)
 	if j.Cost() <= costlyDecision || j.Cost() > robots.MaxDecisionCost {
 		d.verdict = j.Verdict()
 		return nil
@@ -181,16 +178,14 @@ func readsRobotsTxt(r *http.Request, pathAndQuery string) bool {
 // identify settles the token judged: cred's, the pinned one, or the
 // User-Agent's, which is recorded beside any other.
 func (d *decision) identify(cred *identity.Credential) {
-	uaToken := robots.ProductToken(d.rec.UserAgent)
+	uaToken := robots.ProductToken(d.asked.userAgent)
 	token, fromUA := d.s.opts.Identity.Token(cred, uaToken)
-	d.rec.Token = token
+	d.who.token = token
 	if cred != nil {
-		d.rec.Credential = cred.Name
+		d.who.credential = cred.Name
 	}
 	if !fromUA {
-		d.uaToken = uaToken
-		d.rec.UAToken = &d.uaToken
-		d.rec.UAMismatch = !strings.EqualFold(uaToken, token)
+		d.who.uaToken, d.who.uaTokenSet = uaToken, true
 	}
 }
 
@@ -206,8 +201,8 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*identity
 		return cred, true
 	}
 	d := s.newDecision(r, nil)
-	d.rec.URL = describeRequest(r, nil)
-	d.rec.PathsChecked = r.Method != http.MethodConnect
+	d.asked.url = describeRequest(r, nil)
+	d.asked.blind = r.Method == http.MethodConnect
 	p := d.failPage(http.StatusProxyAuthRequired, "proxy authentication required: "+failure.Error(), nil)
 	p.header.Set("Proxy-Authenticate", `Basic realm="robotsgate"`)
 	p.write(w, r)
@@ -254,9 +249,8 @@ func (d *decision) checkMaxForwards(r *http.Request) *page {
 		d.maxForwards = strconv.FormatUint(n-1, 10)
 		return nil
 	}
-	d.rec.Verdict = robots.VerdictAllow
-	d.rec.Reason = "Max-Forwards: 0: answered by robotsgate"
-	d.rec.Status = http.StatusOK
+	d.ruling, d.why = passedUnjudged, "Max-Forwards: 0: answered by robotsgate"
+	d.outcome.status = http.StatusOK
 	d.finish()
 	if r.Method == http.MethodOptions {
 		p := &page{status: http.StatusOK, header: http.Header{"Allow": {"GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE"}}}
@@ -266,34 +260,24 @@ func (d *decision) checkMaxForwards(r *http.Request) *page {
 }
 
 func (d *decision) noteRobots(result *fetch.Result, info cache.Info) {
-	d.rec.RobotsOutcome = result.Outcome.String()
-	d.rec.RobotsStatus = result.Status
-	d.rec.RobotsCache = info.Source.String()
+	d.lookup = lookup{done: true, outcome: result.Outcome, status: result.Status, cache: info.Source}
 	if result.Err != nil && result.Outcome == robots.OutcomeUnreachable && netcause.NotTrusted(result.Err) {
-		d.untrustedOrigin = true
-		d.s.originNotTrusted(d.rec.Origin, "robots.txt fetch")
-	}
-}
-
-func (d *decision) noteVerdict() {
-	d.rec.SetVerdict(d.verdict)
-	if !d.verdict.Allowed {
-		d.rec.RobotsTxt = d.robotsURL()
+		d.lookup.untrusted = true
+		d.s.originNotTrusted(d.asked.origin, "robots.txt fetch")
 	}
 }
 
 // robotsURL is the robots.txt that decided; built only when a response
 // or header names it, not on every request.
-func (d *decision) robotsURL() string { return d.rec.Origin + "/robots.txt" }
+func (d *decision) robotsURL() string { return d.asked.origin + "/robots.txt" }
 
 // failPage records a request the proxy could not or would not judge and
 // returns the answer.
 func (d *decision) failPage(status int, why string, err error) *page {
-	d.rec.Verdict = robots.VerdictError
-	d.rec.Reason = why
-	d.rec.Status = status
+	d.ruling, d.why = unjudged, why
+	d.outcome.status = status
 	if err != nil {
-		d.rec.Error = err.Error()
+		d.outcome.cause = err.Error()
 	}
 	d.finish()
 	p := plainPage(status, why+"\n")
@@ -317,31 +301,20 @@ func deniedDestination(err error) *destination.DeniedError {
 	return nil
 }
 
+// denyDestination notes the destination policy's refusal, err, as the
+// verdict, and returns its reason.
+func (d *decision) denyDestination(err error) string {
+	d.ruling, d.why = destinationDenied, err.Error()+" (ROBOTSGATE_DENY_DESTINATIONS); robotsgate does not connect there"
+	return d.why
+}
+
 // destinationPage refuses a request to a destination the policy denies,
 // in every mode: it is a boundary, not a robots.txt verdict.
 func (d *decision) destinationPage(err error) *page {
-	why := err.Error() + " (ROBOTSGATE_DENY_DESTINATIONS); robotsgate does not connect there"
-	d.rec.Verdict = robots.VerdictDisallow
-	d.rec.DeniedDestination = true
-	d.rec.Reason = why
-	d.rec.Status = http.StatusForbidden
-	d.rec.Forwarded = false
+	why := d.denyDestination(err)
+	d.outcome.status = http.StatusForbidden
 	d.finish()
 	p := plainPage(http.StatusForbidden, "403 Forbidden: "+why+".\n")
 	p.header.Set(decisionHeader, "deny-destination; reason="+quoteHeader(err.Error()))
 	return p
-}
-
-// finish writes the audit record once the request is over.
-func (d *decision) finish() {
-	if d.done {
-		return
-	}
-	d.done = true
-	d.admission.Done()
-	d.rec.Duration = float64(time.Since(d.rec.Time)) / float64(time.Millisecond)
-	if err := d.s.opts.Audit.Write(&d.rec); err != nil && d.s.auditErrs.CompareAndSwap(false, true) {
-		d.s.log.Error("audit records are being dropped", "err", err)
-	}
-	d.s.metrics.observe(&d.rec)
 }

@@ -24,10 +24,10 @@ func (d *decision) fetchContext(r *http.Request) *fetch.ClientContext {
 // credential's name once identified, else its address's clientKey, as its
 // connection was counted by.
 func (d *decision) shareKey() string {
-	if d.rec.Credential != "" {
-		return d.rec.Credential
+	if d.who.credential != "" {
+		return d.who.credential
 	}
-	return clientKey(d.rec.Client)
+	return clientKey(d.asked.client)
 }
 
 // noFetchSlot answers a request whose robots.txt was not fetched, or not

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"robotsgate/proxy/audit"
 	"robotsgate/proxy/identity"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
@@ -71,8 +72,10 @@ func TestNoFetchSlot(t *testing.T) {
 			if page.status != http.StatusServiceUnavailable || page.header.Get("Retry-After") != c.retryAfter {
 				t.Errorf("answer %d, Retry-After %q; want 503, %s", page.status, page.header.Get("Retry-After"), c.retryAfter)
 			}
-			if d.rec.Verdict != robots.VerdictError || d.rec.Reason != c.wantReason || d.rec.Status != http.StatusServiceUnavailable || d.rec.Error != c.err.Error() {
-				t.Errorf("record: verdict %q, reason %q, status %d, error %q", d.rec.Verdict, d.rec.Reason, d.rec.Status, d.rec.Error)
+			var rec audit.Record
+			d.record(&rec)
+			if rec.Verdict != robots.VerdictError || rec.Reason != c.wantReason || rec.Status != http.StatusServiceUnavailable || rec.Error != c.err.Error() || rec.Forwarded {
+				t.Errorf("record: verdict %q, reason %q, status %d, error %q, forwarded %v", rec.Verdict, rec.Reason, rec.Status, rec.Error, rec.Forwarded)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"net/textproto"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -133,12 +134,17 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 		// would carry requests past the gate.
 		upgrade = ""
 	}
-	relay := &relayState{w: w}
+	relay := &d.relay
+	relay.w = w
 	resp, err := d.s.transport.RoundTrip(d.outgoingRequest(r, upgrade, relay))
 	relay.stop1xx()
+	// Sent whole, the request reached the origin, whether or not an
+	// answer came.
+	d.outcome.reached = relay.sent.Load()
 	if err == nil {
 		if err = d.s.upstream.refusal(resp); err != nil {
 			resp.Body.Close()
+			d.outcome.reached = false // the upstream proxy took it no further
 		}
 	}
 	if err != nil {
@@ -146,8 +152,9 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 		d.finish()
 		return
 	}
-	d.rec.Upstream = resp.StatusCode
-	d.rec.Status = resp.StatusCode
+	d.outcome.reached = true
+	d.outcome.upstream = resp.StatusCode
+	d.outcome.status = resp.StatusCode
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		d.switchProtocols(w, r, resp, upgrade)
 		d.finish()
@@ -184,9 +191,9 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case readErr != nil:
-		d.rec.Error = "reading the response body: " + upstreamProblem(readErr)
+		d.outcome.cause = "reading the response body: " + upstreamProblem(readErr)
 	case writeErr != nil:
-		d.rec.Error = "the client stopped reading the response"
+		d.outcome.cause = "the client stopped reading the response"
 	}
 	d.finish()
 	if readErr != nil {
@@ -221,7 +228,8 @@ func (d *decision) outgoingRequest(r *http.Request, upgrade string, relay *relay
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{""} // or net/http sends its own
 	}
-	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{Got1xxResponse: relay.got1xx}))
+	relay.trace = httptrace.ClientTrace{GetConn: relay.getConn, WroteRequest: relay.wroteRequest, Got1xxResponse: relay.got1xx}
+	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &relay.trace))
 	d.s.upstream.toProxy(&d.outURL)
 	out.URL = &d.outURL
 	out.Host = d.target.hostHeader
@@ -251,12 +259,24 @@ const maxInterim = 16
 var errTooManyInterim = errors.New("too many interim (1xx) answers")
 
 // relayState passes interim (1xx) answers on to the client while the
-// final one is awaited.
+// final one is awaited, and notes whether the request was sent whole. A
+// decision holds it, trace included: no allocation of their own.
 type relayState struct {
 	w       http.ResponseWriter
+	trace   httptrace.ClientTrace
 	mu      sync.Mutex
 	done    bool
 	interim int
+	// sent says the last attempt wrote the request whole to the origin's
+	// connection (or the upstream proxy's). The transport may try again
+	// on another connection after writing to one its origin had closed.
+	sent atomic.Bool
+}
+
+func (s *relayState) getConn(string) { s.sent.Store(false) }
+
+func (s *relayState) wroteRequest(info httptrace.WroteRequestInfo) {
+	s.sent.Store(info.Err == nil)
 }
 
 func (s *relayState) got1xx(code int, header textproto.MIMEHeader) error {
@@ -293,7 +313,7 @@ func (d *decision) relayBody(w http.ResponseWriter, body io.Reader) (readErr, wr
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
-			d.rec.Bytes += int64(n)
+			d.outcome.bytes += int64(n)
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return nil, werr
 			}
@@ -317,15 +337,15 @@ func (d *decision) switchProtocols(w http.ResponseWriter, r *http.Request, resp 
 	backend, ok := resp.Body.(io.ReadWriteCloser)
 	if got := upgradeType(resp.Header); upgrade == "" || !strings.EqualFold(got, upgrade) || !ok {
 		resp.Body.Close()
-		d.rec.Status = http.StatusBadGateway
-		d.rec.Error = "the origin switched to a protocol that was not asked for"
+		d.outcome.status = http.StatusBadGateway
+		d.outcome.cause = "the origin switched to a protocol that was not asked for"
 		plainPage(http.StatusBadGateway, "robotsgate: the origin switched protocols unasked\n").write(w, r)
 		return
 	}
 	defer backend.Close()
 	client, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		d.rec.Error = "cannot take over the client's connection: " + err.Error()
+		d.outcome.cause = "cannot take over the client's connection: " + err.Error()
 		return
 	}
 	defer client.Close()
@@ -335,7 +355,7 @@ func (d *decision) switchProtocols(w http.ResponseWriter, r *http.Request, resp 
 	resp.Header["Via"] = append(resp.Header["Via"], via(resp.ProtoMajor, resp.ProtoMinor))
 	resp.Body = nil // Write sends the head only
 	if err := resp.Write(brw); err != nil || brw.Flush() != nil {
-		d.rec.Error = "the client went away during the protocol switch"
+		d.outcome.cause = "the client went away during the protocol switch"
 		return
 	}
 	// Bytes the client sent after its request are in brw's buffer.
@@ -369,12 +389,12 @@ func (d *decision) upstreamFailed(w http.ResponseWriter, r *http.Request, err er
 		return
 	}
 	why := upstreamProblem(err)
-	d.rec.Status = http.StatusBadGateway
-	d.rec.Error = why
+	d.outcome.status = http.StatusBadGateway
+	d.outcome.cause = why
 	text := "robotsgate could not get " + d.target.authority + ": " + why + "\n"
 	if netcause.NotTrusted(err) {
 		text += "robotsgate does not trust the origin's TLS certificate: " + upstreamCAHint + ".\n"
-		d.s.originNotTrusted(d.rec.Origin, "forwarding")
+		d.s.originNotTrusted(d.asked.origin, "forwarding")
 	}
 	plainPage(http.StatusBadGateway, text).write(w, r)
 }

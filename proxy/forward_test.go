@@ -62,7 +62,7 @@ func TestOriginDownAfterRobotsAllowed(t *testing.T) {
 				PathsChecked: true,
 				RobotsCache:  "hit",
 				Mode:         "enforce",
-				Forwarded:    true,
+				Forwarded:    false, // the origin refused the connection: nothing reached it
 				Status:       http.StatusBadGateway,
 				Error:        "connection refused",
 			}

@@ -22,33 +22,22 @@ func (d *decision) pace(r *http.Request, result *fetch.Result) *page {
 	if pacer == nil || pacer.Mode() == pace.ModeOff {
 		return nil
 	}
-	asked, ok := result.Pace(d.rec.Token)
+	asked, ok := result.Pace(d.who.token)
 	d.delay = d.s.opts.PacePolicy.Delay(asked, ok)
-	if d.delay.Interval > 0 { // "Crawl-delay: 0" holds nothing back: nothing to record
-		d.rec.CrawlDelay = d.delay.Interval.Seconds()
-		d.rec.CrawlDelaySource = d.delay.Source.String()
-		d.rec.CrawlDelayLine = d.delay.Asked.Line
-	}
 	// A schedule this request starts is charged to its client (shareKey),
 	// named when result was looked up (fetchContext).
-	who := pace.Identity{Credential: d.rec.Credential, Token: d.rec.Token, Client: d.fetchCtx.Client}
-	d.admission = pacer.Admit(r.Context(), d.rec.Origin, who, d.delay)
+	who := pace.Identity{Credential: d.who.credential, Token: d.who.token, Client: d.fetchCtx.Client}
+	d.admission = pacer.Admit(r.Context(), d.asked.origin, who, d.delay)
 	a := &d.admission
-	d.rec.Pace = a.Outcome.String()
-	d.rec.WaitedMS = float64(a.Waited) / float64(time.Millisecond)
 	if a.Allowed() {
 		return nil
 	}
-	d.rec.Status = http.StatusTooManyRequests
-	d.rec.Forwarded = false
-	if a.Outcome == pace.TooEarly {
-		d.rec.RobotsTxt = d.robotsURL() // it decided, as for a 403
-	}
+	d.outcome.status = http.StatusTooManyRequests
 	switch a.Outcome {
 	case pace.Gone:
-		d.rec.Error = "the client went away while held for its slot"
+		d.outcome.cause = "the client went away while held for its slot"
 	case pace.Full:
-		d.rec.Error = fullReason(d)
+		d.outcome.cause = fullReason(d)
 	}
 	d.finish()
 	return tooManyPage(r, d)
@@ -92,7 +81,7 @@ func paceValue(d *decision) string {
 		b.WriteString("too-early")
 	}
 	b.WriteString("; token=")
-	b.WriteString(quoteHeader(d.rec.Token))
+	b.WriteString(quoteHeader(d.who.token))
 	switch a.Outcome {
 	case pace.Busy:
 		b.WriteString("; max-conns-per-origin=")
@@ -146,9 +135,11 @@ func tooManyPage(req *http.Request, d *decision) *page {
 	}}
 	if wantsJSON(req.Header.Get("Accept")) {
 		out := tooManyJSON{
-			forbiddenJSON: forbiddenJSON{Status: http.StatusTooManyRequests, Decision: d.rec.Decision},
-			CrawlDelay:    d.rec.CrawlDelay, CrawlDelaySource: d.rec.CrawlDelaySource, CrawlDelayLine: d.rec.CrawlDelayLine,
-			Pace: d.rec.Pace, RetryAfter: after,
+			forbiddenJSON: forbiddenJSON{Status: http.StatusTooManyRequests, Decision: d.robotsDecision()},
+			Pace:          d.admission.Outcome.String(), RetryAfter: after,
+		}
+		if d.delay.Interval > 0 { // as in the record
+			out.CrawlDelay, out.CrawlDelaySource, out.CrawlDelayLine = d.delay.Interval.Seconds(), d.delay.Source.String(), d.delay.Asked.Line
 		}
 		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and numbers: cannot fail
 		p.body = append(p.body, '\n')
@@ -165,7 +156,7 @@ func tooManyText(d *decision, after int) []byte {
 	switch d.admission.Outcome {
 	case pace.Busy:
 		fmt.Fprintf(&b, "429 Too Many Requests: %s already has as many requests in flight as robotsgate lets through (ROBOTSGATE_MAX_CONNS_PER_ORIGIN=%d).\n\n",
-			d.rec.Origin, d.s.opts.Pacer.MaxConnsPerOrigin())
+			d.asked.origin, d.s.opts.Pacer.MaxConnsPerOrigin())
 	case pace.Full:
 		if d.admission.ClientShare {
 			fmt.Fprintf(&b, "429 Too Many Requests: this client holds as many Crawl-delay schedules as one client may (ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT=%d): each crawler name it sends to an origin that asks for a delay holds one until the delay has passed.\n\n",
@@ -176,7 +167,7 @@ func tooManyText(d *decision, after int) []byte {
 	default:
 		b.WriteString("429 Too Many Requests: this crawler must wait longer between requests to this origin.\n\n")
 	}
-	fmt.Fprintf(&b, "URL:         %s\n", d.rec.URL)
+	fmt.Fprintf(&b, "URL:         %s\n", d.asked.url)
 	b.WriteString(crawlerLine(d))
 	if d.admission.Outcome == pace.TooEarly {
 		fmt.Fprintf(&b, "robots.txt:  %s\n", d.robotsURL())

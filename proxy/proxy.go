@@ -203,6 +203,7 @@ type Server struct {
 
 	stopping  atomic.Bool
 	auditErrs atomic.Bool // a record was dropped once; said so
+	records   sync.Pool   // *audit.Record, lent to finish
 }
 
 // New builds a Server.
@@ -403,8 +404,8 @@ func (s *Server) serveTunneled(w http.ResponseWriter, r *http.Request) {
 	if cred != nil {
 		if cred = s.opts.Identity.Current(cred); cred == nil {
 			d := s.newDecision(r, tun)
-			d.rec.URL = describeRequest(r, tun)
-			d.rec.Credential = tun.cred.Name
+			d.asked.url = describeRequest(r, tun)
+			d.who.credential = tun.cred.Name
 			p := d.failPage(http.StatusForbidden, "the proxy credential this tunnel was opened with is no longer valid; open a new one", nil)
 			p.header.Set("Connection", "close")
 			p.write(w, r)

@@ -33,7 +33,7 @@ func decisionValue(d *decision) string {
 		b.WriteString("=")
 		b.WriteString(quoteHeader(value))
 	}
-	param("token", shown(d.rec.Token))
+	param("token", shown(d.who.token))
 	if r := d.verdict.Rule; r != nil {
 		param("rule", shown(r.Pattern))
 		b.WriteString("; line=")
@@ -82,7 +82,7 @@ type forbiddenJSON struct {
 func forbiddenPage(req *http.Request, d *decision) *page {
 	p := &page{status: http.StatusForbidden, header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}}
 	if wantsJSON(req.Header.Get("Accept")) {
-		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.rec.Decision}
+		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.robotsDecision()}
 		out.UserAgent, out.Token, out.Rule = shown(out.UserAgent), shown(out.Token), shown(out.Rule)
 		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
 		p.body = append(p.body, '\n')
@@ -98,7 +98,7 @@ func forbiddenText(d *decision) []byte {
 	v := d.verdict
 	var b bytes.Buffer
 	b.WriteString("403 Forbidden: robots.txt does not allow this crawler to fetch this URL.\n\n")
-	fmt.Fprintf(&b, "URL:         %s\n", d.rec.URL)
+	fmt.Fprintf(&b, "URL:         %s\n", d.asked.url)
 	b.WriteString(crawlerLine(d))
 	fmt.Fprintf(&b, "robots.txt:  %s\n", d.robotsURL())
 	if v.Group != "" {
@@ -122,7 +122,7 @@ func forbiddenText(d *decision) []byte {
 	}
 	if v.Cause == robots.CauseUnreachable {
 		b.WriteString("\nRFC 9309 §2.3.1.4: when robots.txt cannot be fetched, crawlers must assume complete disallow.\n")
-		if d.untrustedOrigin {
+		if d.lookup.untrusted {
 			b.WriteString("robotsgate does not trust the origin's TLS certificate: " + upstreamCAHint + ".\n")
 		}
 	}
@@ -132,13 +132,13 @@ func forbiddenText(d *decision) []byte {
 
 // crawlerLine says whose rules applied: "Crawler:     product token ...".
 func crawlerLine(d *decision) string {
-	token, ua := shown(d.rec.Token), shown(d.rec.UserAgent)
+	token, ua := shown(d.who.token), shown(d.asked.userAgent)
 	switch {
-	case d.rec.Credential != "":
-		return fmt.Sprintf("Crawler:     product token %q, of proxy credential %q (User-Agent %q)\n", token, shown(d.rec.Credential), ua)
-	case d.rec.UAToken != nil:
+	case d.who.credential != "":
+		return fmt.Sprintf("Crawler:     product token %q, of proxy credential %q (User-Agent %q)\n", token, shown(d.who.credential), ua)
+	case d.who.uaTokenSet:
 		return fmt.Sprintf("Crawler:     product token %q, set by the proxy's operator (User-Agent %q)\n", token, ua)
-	case d.rec.Token == "":
+	case d.who.token == "":
 		return fmt.Sprintf("Crawler:     no product token in User-Agent %q, so the \"User-agent: *\" group applies\n", ua)
 	}
 	return fmt.Sprintf("Crawler:     product token %q, from User-Agent %q\n", token, ua)

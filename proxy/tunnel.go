@@ -14,8 +14,8 @@ import (
 
 	"github.com/elazarl/goproxy"
 
-	"robotsgate/proxy/audit"
 	"robotsgate/proxy/identity"
+	"robotsgate/proxy/pace"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 )
@@ -70,8 +70,7 @@ func parseConnectTarget(raw string) (*tunnel, *requestError) {
 func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	r := pctx.Req
 	d := s.newDecision(r, nil)
-	d.rec.Method = http.MethodConnect
-	d.rec.URL = redactUserinfo(r.RequestURI)
+	d.asked.url = redactUserinfo(r.RequestURI)
 	reject := func(p *page) (*goproxy.ConnectAction, string) {
 		pctx.Resp = p.response(r)
 		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, r.RequestURI
@@ -108,7 +107,7 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 // returns the refusal, or nil with d's verdict noted and its record left
 // open until what the tunnel carries is known.
 func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
-	d.rec.PathsChecked = false
+	d.asked.blind = true
 	d.identify(tun.cred)
 	// A blind tunnel only ever relays TLS: it is judged as HTTPS whatever
 	// its port. Plain HTTP in it is read and judged request by request.
@@ -116,7 +115,7 @@ func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 	if err != nil {
 		return d.failPage(http.StatusBadRequest, "the CONNECT target is not a host:port", err)
 	}
-	d.rec.Origin = origin
+	d.asked.origin = origin
 	result, info, err := s.opts.Rules.Get(d.fetchContext(r), origin)
 	if err != nil {
 		return d.failPage(http.StatusGatewayTimeout, "the client went away before robots.txt was fetched", err)
@@ -128,12 +127,12 @@ func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 	if denied := deniedDestination(result.Err); denied != nil {
 		return d.destinationPage(denied)
 	}
-	if v, all := disallowsAll(result, d.rec.Token); all {
+	if v, all := disallowsAll(result, d.who.token); all {
 		d.verdict = v
 	} else {
 		d.verdict = robots.Verdict{Allowed: true, Cause: robots.CauseNoMatchingRule, Detail: "tunnel not intercepted: only the host was judged"}
 	}
-	d.noteVerdict()
+	d.ruling = judged
 	if d.verdict.Allowed || s.opts.Mode != ModeEnforce {
 		// The requests inside cannot be seen: the tunnel is paced as one.
 		return d.pace(r, result)
@@ -144,7 +143,7 @@ func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 		// says decides.
 		return nil
 	}
-	d.rec.Status = http.StatusForbidden
+	d.outcome.status = http.StatusForbidden
 	d.finish()
 	return forbiddenPage(r, d)
 }
@@ -176,6 +175,10 @@ func (s *Server) serveTunnel(r *http.Request, conn net.Conn, tun *tunnel, blind 
 	deadline := time.Now().Add(wait)
 	conn.SetDeadline(deadline)
 	first := make([]byte, 1)
+	if blind != nil {
+		// The CONNECT's answer, whatever the tunnel then carries.
+		blind.outcome.status = http.StatusOK
+	}
 	if _, err := io.WriteString(conn, status); err != nil {
 		s.endTunnel(conn, blind, "the client went away")
 		return
@@ -216,19 +219,14 @@ func (s *Server) serveTunnel(r *http.Request, conn net.Conn, tun *tunnel, blind 
 
 // carriesPlainHTTP records a blind CONNECT whose tunnel turned out to
 // carry plain HTTP: what was judged of its host over HTTPS does not apply,
-// each request inside has a record of its own.
+// each request inside has a record of its own, and goes to the origin or
+// not by its own verdict.
 func (d *decision) carriesPlainHTTP(tun *tunnel) {
-	d.admission.Undo()                                     // the requests inside are paced one by one
-	origin, _ := robots.OriginOf("http://" + tun.hostPort) // checked as host:port already
-	d.rec = audit.Record{
-		Time: d.rec.Time, Client: d.rec.Client, Method: d.rec.Method,
-		Decision: robots.Decision{
-			URL: d.rec.URL, UserAgent: d.rec.UserAgent, Token: d.rec.Token,
-			Verdict: robots.VerdictAllow, Reason: "the tunnel carries plain HTTP: each request in it is judged",
-		},
-		Credential: d.rec.Credential, UAToken: d.rec.UAToken, UAMismatch: d.rec.UAMismatch,
-		Origin: origin, PathsChecked: true, Mode: d.rec.Mode, Forwarded: true, Status: http.StatusOK,
-	}
+	d.admission.Undo()                                            // the requests inside are paced one by one
+	d.asked.origin, _ = robots.OriginOf("http://" + tun.hostPort) // checked as host:port already
+	d.asked.blind = false
+	d.lookup, d.delay, d.admission = lookup{}, pace.Delay{}, pace.Admission{}
+	d.ruling, d.why = passedUnjudged, "the tunnel carries plain HTTP: each request in it is judged"
 	d.finish()
 }
 
@@ -237,8 +235,7 @@ func (d *decision) carriesPlainHTTP(tun *tunnel) {
 func (s *Server) endTunnel(conn net.Conn, blind *decision, why string) {
 	if blind != nil {
 		blind.admission.Undo() // nothing reached the origin
-		blind.rec.Status = http.StatusOK
-		blind.rec.Error = why
+		blind.outcome.cause = why
 		blind.finish()
 	}
 	conn.Close()
@@ -285,17 +282,18 @@ func (s *Server) relay(client net.Conn, tun *tunnel, blind *decision) {
 		upstream, err = s.dialer.DialContext(ctx, "tcp", tun.hostPort)
 	}
 	if err != nil {
-		blind.rec.Status = http.StatusOK
-		blind.rec.Error = "connecting to the origin: " + upstreamProblem(err)
 		if denied := deniedDestination(err); denied != nil {
-			blind.rec.Error = denied.Error() + " (ROBOTSGATE_DENY_DESTINATIONS)"
+			// The name resolved into a denied range only now: refused by
+			// the policy like any other destination, by hanging up.
+			blind.denyDestination(denied)
+		} else {
+			blind.outcome.cause = "connecting to the origin: " + upstreamProblem(err)
 		}
 		blind.finish()
 		return
 	}
 	defer upstream.Close()
-	blind.rec.Forwarded = true
-	blind.rec.Status = http.StatusOK
+	blind.outcome.reached = true
 	blind.finish()
 	var wg sync.WaitGroup
 	wg.Go(func() { pipe(upstream, client) })

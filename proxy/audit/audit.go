@@ -80,13 +80,19 @@ type Record struct {
 	// ROBOTSGATE_DENY_DESTINATIONS, not from robots.txt.
 	DeniedDestination bool `json:"denied_destination,omitempty"`
 
-	Mode      string  `json:"mode"`      // enforce or audit
-	Forwarded bool    `json:"forwarded"` // the request went to the origin
-	Status    int     `json:"status"`    // the status the client received
-	Upstream  int     `json:"upstream_status,omitempty"`
-	Bytes     int64   `json:"bytes"` // response body bytes relayed from the origin
-	Duration  float64 `json:"duration_ms"`
-	Error     string  `json:"error,omitempty"` // what went wrong upstream, in a few words
+	Mode string `json:"mode"` // enforce or audit
+	// Forwarded says the request went to the origin: the origin answered,
+	// the request was sent to it whole, or a blind tunnel to it opened.
+	Forwarded bool `json:"forwarded"`
+	// Status is what robotsgate answered the client with, its own answer
+	// or the origin's; a CONNECT's 200 stays when its tunnel then fails.
+	Status   int     `json:"status"`
+	Upstream int     `json:"upstream_status,omitempty"`
+	Bytes    int64   `json:"bytes"` // response body bytes relayed from the origin
+	Duration float64 `json:"duration_ms"`
+	// Error is what failed, in a few words: upstream, in the tunnel, the
+	// client, a bounded resource; empty when nothing did (a 403 is none).
+	Error string `json:"error,omitempty"`
 }
 
 // cutRecord is a record as written when some of its fields had to be cut
