@@ -263,7 +263,9 @@ func (d *decision) noteRobots(result *fetch.Result, info cache.Info) {
 	d.lookup = lookup{done: true, outcome: result.Outcome, status: result.Status, cache: info.Source}
 	if result.Err != nil && result.Outcome == robots.OutcomeUnreachable && netcause.NotTrusted(result.Err) {
 		d.lookup.untrusted = true
-		d.s.originNotTrusted(d.asked.origin, "robots.txt fetch")
+		if info.Source == cache.SourceLoaded { // warn of fetches, not of cached failures
+			d.s.originNotTrusted(d.asked.origin, "robots.txt fetch")
+		}
 	}
 }
 
