@@ -322,7 +322,7 @@ func clientURLs(addr net.Addr, interfaces func() ([]net.Addr, error)) (here, els
 		if ipnet.IP.To4() != nil {
 			return here, "http://" + net.JoinHostPort(ipnet.IP.String(), port)
 		}
-		if v6 == "" {
+		if v6 == "" && tcp.IP.To4() == nil { // 0.0.0.0 takes no IPv6 client
 			v6 = "http://" + net.JoinHostPort(ipnet.IP.String(), port)
 		}
 	}

@@ -41,6 +41,8 @@ func TestClientURLs(t *testing.T) {
 		{"every address", &net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, machine, "http://127.0.0.1:8080", "http://192.0.2.7:8080"},
 		{"IPv6 only elsewhere", &net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, ifaces("127.0.0.1/8", "fe80::1/64", "2001:db8::5/64"),
 			"http://127.0.0.1:8080", "http://[2001:db8::5]:8080"},
+		{"IPv4 only, IPv6 only elsewhere", &net.TCPAddr{IP: net.IPv4zero, Port: 8080}, ifaces("127.0.0.1/8", "fe80::1/64", "2001:db8::5/64"),
+			"http://127.0.0.1:8080", ""},
 		{"loopback only", &net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, ifaces("127.0.0.1/8", "::1/128"), "http://127.0.0.1:8080", ""},
 		{"interfaces unknown", &net.TCPAddr{IP: net.IPv4zero, Port: 8080},
 			func() ([]net.Addr, error) { return nil, errors.New("no") }, "http://127.0.0.1:8080", ""},

@@ -177,7 +177,8 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.since = time.Now()
 	if err := c.ping(ctx); err != nil {
-		if credentialsRefused(err) {
+		// A user not even allowed to ping is refused as surely.
+		if credentialsRefused(err) || redis.IsPermissionError(err) {
 			c.stop()
 			c.rdb.Close()
 			return nil, fmt.Errorf("%w: redis at %s answered %q; give the user and password it expects, redis://user:password@host:port/db",
@@ -217,9 +218,10 @@ const (
 )
 
 // credentialsRefused reports whether err is Redis refusing the user and
-// password, or the user's right to a command.
+// password. A NOPERM on one command is not: the password is right, the
+// user's ACL lacks that command, and Redis answers the next ping.
 func credentialsRefused(err error) bool {
-	return redis.IsAuthError(err) || redis.IsPermissionError(err)
+	return redis.IsAuthError(err)
 }
 
 // redisMessage is what Redis answered in err, without what this package

@@ -22,6 +22,7 @@ import (
 // Exit statuses.
 const (
 	ExitValid   = 0 // the configuration is valid; every setting was printed
+	ExitOutput  = 1 // the settings could not be written out (the configuration may be valid)
 	ExitInvalid = 2 // the configuration is invalid (each variable at fault is named), or a usage error
 )
 
@@ -49,7 +50,8 @@ With -json, one object {"settings": [...]} listing, in the same order,
 derived or machine; from, only for the last two, names the variable the
 value was derived from, or what of the machine it was taken from.
 Exit status: 0 the configuration is valid, 2 it is not (standard error
-names each variable at fault, as serve's message does) or a usage error.
+names each variable at fault, as serve's message does) or a usage error,
+1 the output could not be written.
 
 Flags:
 `
@@ -87,7 +89,7 @@ func Run(args []string, env Env) int {
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "robotsgate config: %v\n", err)
-		return ExitInvalid
+		return ExitOutput
 	}
 	return ExitValid
 }

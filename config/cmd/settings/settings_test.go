@@ -3,6 +3,7 @@ package settings
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -263,6 +264,23 @@ func TestTableValue(t *testing.T) {
 	} {
 		if got := tableValue(in); got != want {
 			t.Errorf("tableValue(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// failingWriter refuses every write, as a full disk does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// TestOutputError: a valid configuration whose table cannot be written is
+// no invalid configuration; a script must be able to tell them apart.
+func TestOutputError(t *testing.T) {
+	for _, args := range [][]string{nil, {"-json"}} {
+		var errOut bytes.Buffer
+		code := Run(args, Env{Stdout: failingWriter{}, Stderr: &errOut, Environ: nil, Version: "v1.2.3"})
+		if code != ExitOutput || !strings.Contains(errOut.String(), "no space left on device") {
+			t.Errorf("config %v to a full disk: exit %d, stderr %q; want %d naming the error", args, code, errOut.String(), ExitOutput)
 		}
 	}
 }

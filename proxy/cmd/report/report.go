@@ -186,23 +186,46 @@ func Run(ctx context.Context, args []string, env Env) int {
 // left for os.Open to report.
 func expand(args []string, notes io.Writer) ([]string, error) {
 	var names []string
+	seen := make(map[string]bool)
+	add := func(name string) {
+		// A log named twice (a pattern and its plain name) would count twice.
+		if key := filepath.Clean(name); name == "-" || !seen[key] {
+			seen[key] = true
+			names = append(names, name)
+		} else {
+			fmt.Fprintf(notes, "robotsgate report: %s named again; read once\n", name)
+		}
+	}
 	for _, arg := range args {
 		if arg == "-" || !strings.ContainsAny(arg, "*?[") {
-			names = append(names, arg)
+			add(arg)
 			continue
 		}
 		if _, err := os.Lstat(arg); !errors.Is(err, fs.ErrNotExist) {
-			names = append(names, arg) // a file of that very name, or one os.Open will explain
+			add(arg) // a file of that very name, or one os.Open will explain
 			continue
 		}
 		matches, err := filepath.Glob(arg)
 		if err != nil {
 			return nil, fmt.Errorf("%s: no such file, nor a valid pattern: %w", arg, err)
 		}
-		if len(matches) == 0 {
+		found := 0
+		for _, m := range matches {
+			// As a shell would: no hidden files (editor swap files, the
+			// temporary files of -o) unless the pattern asks for them, and
+			// no directories, which hold no log.
+			if strings.HasPrefix(filepath.Base(m), ".") && !strings.HasPrefix(filepath.Base(arg), ".") {
+				continue
+			}
+			if fi, err := os.Stat(m); err == nil && fi.IsDir() {
+				continue
+			}
+			found++
+			add(m)
+		}
+		if found == 0 {
 			fmt.Fprintf(notes, "robotsgate report: no file matches %s; skipped\n", arg)
 		}
-		names = append(names, matches...)
 	}
 	return names, nil
 }

@@ -387,6 +387,12 @@ func TestPatterns(t *testing.T) {
 		writeFile(t, rotatedDir, "audit.log.1.gz", gzipOf(t, logOf(2))),
 		writeFile(t, rotatedDir, "audit.log.2.gz", gzipOf(t, logOf(3))),
 	}
+	hiddenDir := t.TempDir()
+	visible := writeFile(t, hiddenDir, "audit.log", logOf(1))
+	writeFile(t, hiddenDir, ".audit.log.swp", logOf(5))
+	if err := os.Mkdir(filepath.Join(hiddenDir, "audit.log.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name    string
 		args    []string
@@ -403,6 +409,14 @@ func TestPatterns(t *testing.T) {
 			sources: append(slices.Clone(rotated), current),
 		},
 		{name: "a file named like a pattern", args: []string{literal}, sources: []string{literal}},
+		{
+			name: "a log named by a pattern and by its name", args: []string{filepath.Join(dir, "audit.l[o]g"), current, dir + "/./audit.log"},
+			sources: []string{current}, stderr: []string{current + " named again; read once\n", dir + "/./audit.log named again; read once\n"},
+		},
+		{
+			name: "no hidden files, no directories", args: []string{filepath.Join(hiddenDir, "*")},
+			sources: []string{visible},
+		},
 		{
 			name: "nothing left to read", args: []string{filepath.Join(dir, "*.gz"), filepath.Join(dir, "old-[0-9]")}, code: ExitUsage,
 			stderr: []string{"no file matches " + filepath.Join(dir, "*.gz"), "no file matches " + filepath.Join(dir, "old-[0-9]"), "no log to read"},
