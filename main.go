@@ -12,14 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -35,6 +32,7 @@ import (
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
 	"robotsgate/proxy/pace"
+	"robotsgate/proxy/pidfile"
 	"robotsgate/robots"
 	"robotsgate/robots/cmd/check"
 	"robotsgate/robots/fetch"
@@ -241,7 +239,7 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	signal.Notify(hangups, syscall.SIGHUP)
 	defer signal.Stop(hangups)
 	if cfg.PIDFile != "" {
-		removePID, err := writePIDFile(cfg.PIDFile)
+		removePID, err := pidfile.Write(cfg.PIDFile)
 		if err != nil {
 			return errors.Join(configError{fmt.Errorf("ROBOTSGATE_PID_FILE: %w", err)}, ln.Close(), auditLog.Close())
 		}
@@ -274,13 +272,13 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 }
 
 // logCA says which CA intercepted clients must trust, and where they
-// download it: at addr, the listener's address (see clientURLs).
+// download it: at addr, the listener's address (see proxy.ClientURLs).
 func logCA(log *slog.Logger, ca *mitm.CA, created bool, addr net.Addr) {
 	verb := "using the CA"
 	if created {
 		verb = "created a CA"
 	}
-	here, elsewhere := clientURLs(addr, net.InterfaceAddrs)
+	here, elsewhere := proxy.ClientURLs(addr, net.InterfaceAddrs)
 	msg := verb + "; crawlers must trust it to be intercepted: download it from " + here + "/ca.pem or use the file"
 	attrs := []any{"ca_url", here + "/ca.pem", "cert", ca.CertFile(), "key", ca.KeyFile(),
 		"curl", "curl -x " + here + " --cacert " + ca.CertFile() + " https://example.com/"}
@@ -289,85 +287,6 @@ func logCA(log *slog.Logger, ca *mitm.CA, created bool, addr net.Addr) {
 		attrs = append(attrs, "ca_url_elsewhere", elsewhere+"/ca.pem")
 	}
 	log.Info(msg, attrs...)
-}
-
-// clientURLs is how clients name the proxy listening on addr, as
-// http://host:port. here is the listener's own address or, when it listens
-// on every address (0.0.0.0, ::), 127.0.0.1 for a client on this machine;
-// then elsewhere is an example for clients on other machines, with this
-// machine's first address (from interfaces, IPv4 first) that is neither
-// loopback nor link-local, "" if it has none. Behind NAT or a container's
-// published port, clients use yet another address.
-func clientURLs(addr net.Addr, interfaces func() ([]net.Addr, error)) (here, elsewhere string) {
-	tcp, ok := addr.(*net.TCPAddr)
-	if !ok {
-		return "http://" + addr.String(), ""
-	}
-	port := strconv.Itoa(tcp.Port)
-	if !tcp.IP.IsUnspecified() {
-		return "http://" + net.JoinHostPort(tcp.IP.String(), port), ""
-	}
-	// Go listens on :: for IPv4 too: 127.0.0.1 reaches either.
-	here = "http://" + net.JoinHostPort("127.0.0.1", port)
-	addrs, err := interfaces()
-	if err != nil {
-		return here, ""
-	}
-	var v6 string
-	for _, a := range addrs {
-		ipnet, ok := a.(*net.IPNet)
-		if !ok || ipnet.IP.IsLoopback() || ipnet.IP.IsLinkLocalUnicast() || !ipnet.IP.IsGlobalUnicast() {
-			continue
-		}
-		if ipnet.IP.To4() != nil {
-			return here, "http://" + net.JoinHostPort(ipnet.IP.String(), port)
-		}
-		if v6 == "" && tcp.IP.To4() == nil { // 0.0.0.0 takes no IPv6 client
-			v6 = "http://" + net.JoinHostPort(ipnet.IP.String(), port)
-		}
-	}
-	return here, v6
-}
-
-// writePIDFile writes this process's ID to path, whole or not at all (a
-// temporary file renamed over it), and returns what removes it again,
-// unless another process wrote its own there meanwhile.
-func writePIDFile(path string) (remove func(*slog.Logger), err error) {
-	pid := strconv.Itoa(os.Getpid()) + "\n"
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return nil, fmt.Errorf("cannot write %q: %w", path, pathReason(err))
-	}
-	_, err = tmp.WriteString(pid)
-	err = errors.Join(err, tmp.Chmod(0o644), tmp.Close())
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return nil, fmt.Errorf("cannot write %q: %w", path, pathReason(err))
-	}
-	return func(log *slog.Logger) {
-		if held, err := os.ReadFile(path); err != nil || string(held) != pid {
-			return // gone, or another process's now
-		}
-		if err := os.Remove(path); err != nil {
-			log.Warn("the pid file was not removed", "path", path, "err", err)
-		}
-	}, nil
-}
-
-// pathReason is err without the path of an *fs.PathError or a
-// *os.LinkError: the messages quote the file robotsgate was asked for,
-// not its temporary one.
-func pathReason(err error) error {
-	if pe, ok := errors.AsType[*fs.PathError](err); ok {
-		return pe.Err
-	}
-	if le, ok := errors.AsType[*os.LinkError](err); ok {
-		return le.Err
-	}
-	return err
 }
 
 // joinFleet connects to the fleet's Redis when ROBOTSGATE_REDIS_URL is

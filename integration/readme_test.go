@@ -1,4 +1,4 @@
-package main
+package integration
 
 import (
 	"io/fs"
@@ -61,7 +61,7 @@ func TestManualLinks(t *testing.T) {
 				t.Errorf("%s links to %s, outside the repository", m, target)
 				continue
 			}
-			if _, err := os.Stat(filepath.FromSlash(file)); err != nil {
+			if _, err := os.Stat(filepath.Join("..", filepath.FromSlash(file))); err != nil {
 				t.Errorf("%s links to %s, which does not exist: %v", m, target, err)
 				continue
 			}
@@ -111,14 +111,15 @@ func TestReadmeSettingsDefaults(t *testing.T) {
 func readmes(t *testing.T) []string {
 	t.Helper()
 	var found []string
-	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+	// The repository's root, one up from this package.
+	err := fs.WalkDir(os.DirFS(".."), ".", func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
 			return err
 		case d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != ".":
 			return filepath.SkipDir
 		case !d.IsDir() && d.Name() == "README.md":
-			found = append(found, filepath.ToSlash(p))
+			found = append(found, p)
 		}
 		return nil
 	})
@@ -131,9 +132,10 @@ func readmes(t *testing.T) []string {
 	return found
 }
 
+// readFile reads a file by its slash-separated path from the repository's root.
 func readFile(t *testing.T, name string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.FromSlash(name))
+	data, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(name)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,8 @@
-package main
+package proxy
 
 import (
 	"errors"
-	"io"
-	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -49,56 +43,10 @@ func TestClientURLs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			here, elsewhere := clientURLs(tt.addr, tt.interfaces)
+			here, elsewhere := ClientURLs(tt.addr, tt.interfaces)
 			if here != tt.here || elsewhere != tt.elsewhere {
-				t.Errorf("clientURLs(%v) = %q, %q; want %q, %q", tt.addr, here, elsewhere, tt.here, tt.elsewhere)
+				t.Errorf("ClientURLs(%v) = %q, %q; want %q, %q", tt.addr, here, elsewhere, tt.here, tt.elsewhere)
 			}
 		})
-	}
-}
-
-func TestPIDFile(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dir := t.TempDir()
-	path := filepath.Join(dir, "robotsgate.pid")
-	if err := os.WriteFile(path, []byte("999999\n"), 0o644); err != nil { // a stale one
-		t.Fatal(err)
-	}
-	remove, err := writePIDFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(path)
-	if want := strconv.Itoa(os.Getpid()) + "\n"; err != nil || string(got) != want {
-		t.Fatalf("pid file holds %q (%v), want %q", got, err, want)
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
-		t.Errorf("pid file mode %v (%v), want -rw-r--r--", fi.Mode(), err)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("the directory holds %d files, want the pid file alone: no temporary file left", len(entries))
-	}
-	remove(log)
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("pid file still there after remove: %v", err)
-	}
-
-	// Another process's pid file, written over this one's, stays.
-	remove, err = writePIDFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte("1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	remove(log)
-	if got, _ := os.ReadFile(path); string(got) != "1\n" {
-		t.Errorf("remove took another process's pid file (now %q)", got)
-	}
-
-	missing := filepath.Join(dir, "no-such-dir", "robotsgate.pid")
-	if _, err := writePIDFile(missing); err == nil || !strings.Contains(err.Error(), strconv.Quote(missing)) ||
-		strings.Contains(err.Error(), ".robotsgate.pid.") {
-		t.Errorf("writePIDFile in a missing directory: %v; want an error naming %q, not the temporary file", err, missing)
 	}
 }
