@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -136,7 +137,12 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	relay := &d.relay
 	relay.w = w
-	resp, err := d.s.transport.RoundTrip(d.outgoingRequest(r, upgrade, relay))
+	out := d.outgoingRequest(r, upgrade, relay)
+	var sent time.Time
+	if d.admission.Observes() {
+		sent = time.Now()
+	}
+	resp, err := d.s.transport.RoundTrip(out)
 	relay.stop1xx()
 	// Sent whole, the request reached the origin, whether or not an
 	// answer came.
@@ -146,6 +152,9 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 			resp.Body.Close()
 			d.outcome.reached = false // the upstream proxy took it no further
 		}
+	}
+	if !sent.IsZero() {
+		d.observe(r, resp, err, sent)
 	}
 	if err != nil {
 		d.upstreamFailed(w, r, err)

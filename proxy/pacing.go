@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"robotsgate/proxy/egress"
+	"robotsgate/proxy/netcause"
 	"robotsgate/proxy/pace"
 	"robotsgate/robots/fetch"
 )
@@ -24,11 +26,19 @@ func (d *decision) pace(r *http.Request, result *fetch.Result) *page {
 	}
 	asked, ok := result.Pace(d.who.token)
 	d.delay = d.s.opts.PacePolicy.Delay(asked, ok)
+	group := d.asked.origin
+	if g := d.s.opts.PaceGroups; g != nil && g.By() != pace.ByHost {
+		group = g.Group(r.Context(), d.asked.origin, d.target.host)
+		d.paceGroup = group
+	}
 	// A schedule this request starts is charged to its client (shareKey),
 	// named when result was looked up (fetchContext).
 	who := pace.Identity{Credential: d.who.credential, Token: d.who.token, Client: d.fetchCtx.Client}
-	d.admission = pacer.Admit(r.Context(), d.asked.origin, who, d.delay)
+	d.admission = pacer.Admit(r.Context(), group, who, d.delay)
 	a := &d.admission
+	if a.ByFactor {
+		d.delay.Source = pace.SourceFactor
+	}
 	if a.Allowed() {
 		return nil
 	}
@@ -41,6 +51,60 @@ func (d *decision) pace(r *http.Request, result *fetch.Result) *page {
 	}
 	d.finish()
 	return tooManyPage(r, d)
+}
+
+// observe tells the pacer how the origin answered the request sent at
+// sent (resp, or err when no answer came), for the origin's holds and the
+// delay factor. Only the origin's own failures count: not a client that
+// went away, a refused destination, a certificate robotsgate does not
+// trust, or the upstream proxy's trouble.
+func (d *decision) observe(r *http.Request, resp *http.Response, err error, sent time.Time) {
+	a := &d.admission
+	if !a.Observes() {
+		return
+	}
+	ans := pace.Answer{Sent: sent, Took: time.Since(sent)}
+	if err != nil {
+		if r.Context().Err() != nil || !netcause.Unanswered(err) {
+			return
+		}
+		if _, viaProxy := egress.Problem(err); viaProxy {
+			return
+		}
+		ans.Failure = netcause.Of(err)
+	} else {
+		ans.Status = resp.StatusCode
+		if ans.Status == http.StatusTooManyRequests || ans.Status == http.StatusServiceUnavailable {
+			ans.RetryAfter, ans.HasRetryAfter = retryAfterOf(resp.Header, time.Now())
+		}
+	}
+	a.Observe(r.Context(), ans)
+}
+
+// maxRetryAfterSeconds bounds the delay-seconds read, far above any cap,
+// so that the duration cannot overflow.
+const maxRetryAfterSeconds = 1 << 30
+
+// retryAfterOf reads an origin's Retry-After (RFC 9110 §10.2.3): a number
+// of seconds or an HTTP-date, from now (a date past is 0). ok is false
+// when there is none, or it reads as neither.
+func retryAfterOf(h http.Header, now time.Time) (time.Duration, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if strings.Trim(v, "0123456789") == "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n > maxRetryAfterSeconds {
+			n = maxRetryAfterSeconds // only overflow fails: all digits
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
 }
 
 // fullReason says which table a request refused as pace.Full found full.
@@ -77,12 +141,18 @@ func paceValue(d *decision) string {
 		b.WriteString("busy")
 	case pace.Full:
 		b.WriteString("full")
+	case pace.Held:
+		b.WriteString("held")
+	case pace.BackedOff:
+		b.WriteString("backoff")
 	default:
 		b.WriteString("too-early")
 	}
 	b.WriteString("; token=")
 	b.WriteString(quoteHeader(d.who.token))
 	switch a.Outcome {
+	case pace.Held, pace.BackedOff:
+		holdParams(&b, a.Hold, d.paceGroup)
 	case pace.Busy:
 		b.WriteString("; max-conns-per-origin=")
 		b.WriteString(strconv.Itoa(d.s.opts.Pacer.MaxConnsPerOrigin()))
@@ -96,6 +166,10 @@ func paceValue(d *decision) string {
 		b.WriteString(seconds(d.delay.Interval))
 		b.WriteString("; source=")
 		b.WriteString(quoteHeader(d.delay.Source.String()))
+		if d.delay.Source == pace.SourceFactor {
+			b.WriteString("; delay-factor=")
+			b.WriteString(strconv.FormatFloat(d.s.opts.Pacer.DelayFactor(), 'f', -1, 64))
+		}
 		if asked := d.delay.Asked; asked.Line > 0 {
 			b.WriteString("; rule=")
 			b.WriteString(quoteHeader(asked.Rule()))
@@ -115,6 +189,51 @@ func paceValue(d *decision) string {
 	return b.String()
 }
 
+// holdParams writes the hold h a request met as X-Robotsgate-Decision's
+// parameters: `origin-status=503; origin-date="Thu, 26 Nov 2026 11:00:00 GMT";
+// hold-until="…"` and, for a backoff, `backoff-step=3`; `origin-error="…"`
+// when no answer came; the group when it is not the origin.
+func holdParams(b *strings.Builder, h *pace.Hold, group string) {
+	if h.Status > 0 {
+		b.WriteString("; origin-status=")
+		b.WriteString(strconv.Itoa(h.Status))
+	} else {
+		b.WriteString("; origin-error=")
+		b.WriteString(quoteHeader(h.Failure))
+	}
+	b.WriteString("; origin-date=")
+	b.WriteString(quoteHeader(h.At.UTC().Format(http.TimeFormat)))
+	if !h.RetryAfter {
+		b.WriteString("; backoff-step=")
+		b.WriteString(strconv.Itoa(h.Step))
+	}
+	b.WriteString("; hold-until=")
+	b.WriteString(quoteHeader(h.Until.UTC().Format(http.TimeFormat)))
+	if group != "" {
+		b.WriteString("; group=")
+		b.WriteString(quoteHeader(group))
+	}
+}
+
+// holdWords says what the origin said, for people: "answered 503 Service
+// Unavailable with Retry-After", "answered 500 Internal Server Error 3
+// times in a row", "did not answer (connection refused) 2 times in a row".
+func holdWords(h *pace.Hold) string {
+	var what string
+	if h.Status > 0 {
+		what = "answered " + strconv.Itoa(h.Status) + " " + http.StatusText(h.Status)
+	} else {
+		what = "did not answer (" + h.Failure + ")"
+	}
+	if h.RetryAfter {
+		return what + " with Retry-After"
+	}
+	if h.Step == 1 {
+		return what
+	}
+	return what + ", " + strconv.Itoa(h.Step) + " times in a row"
+}
+
 // tooManyJSON is the 429 body for clients that accept only JSON.
 type tooManyJSON struct {
 	forbiddenJSON
@@ -123,6 +242,27 @@ type tooManyJSON struct {
 	CrawlDelayLine   int     `json:"crawl_delay_line,omitempty"`
 	Pace             string  `json:"pace"`
 	RetryAfter       int     `json:"retry_after"`
+	*holdJSON
+}
+
+// holdJSON is the hold a request met, in the audit record's words.
+type holdJSON struct {
+	HoldCause   string    `json:"hold_cause"`
+	HoldStatus  int       `json:"hold_status,omitempty"`
+	HoldError   string    `json:"hold_error,omitempty"`
+	HoldAt      time.Time `json:"hold_at"`
+	HoldUntil   time.Time `json:"hold_until"`
+	BackoffStep int       `json:"backoff_step,omitempty"`
+	PaceGroup   string    `json:"pace_group,omitempty"`
+}
+
+// holdCause is the audit record's name for what set h: "retry-after" or
+// "backoff".
+func holdCause(h *pace.Hold) string {
+	if h.RetryAfter {
+		return "retry-after"
+	}
+	return "backoff"
 }
 
 // tooManyPage answers a request that came too early, or found its origin's
@@ -138,8 +278,15 @@ func tooManyPage(req *http.Request, d *decision) *page {
 			forbiddenJSON: forbiddenJSON{Status: http.StatusTooManyRequests, Decision: d.robotsDecision()},
 			Pace:          d.admission.Outcome.String(), RetryAfter: after,
 		}
-		if d.delay.Interval > 0 { // as in the record
+		if d.delay.Interval > 0 || d.delay.Source == pace.SourceFactor { // as in the record
 			out.CrawlDelay, out.CrawlDelaySource, out.CrawlDelayLine = d.delay.Interval.Seconds(), d.delay.Source.String(), d.delay.Asked.Line
+		}
+		if h := d.admission.Hold; h != nil {
+			out.holdJSON = &holdJSON{HoldCause: holdCause(h), HoldStatus: h.Status, HoldError: h.Failure,
+				HoldAt: h.At.UTC(), HoldUntil: h.Until.UTC(), PaceGroup: d.paceGroup}
+			if !h.RetryAfter {
+				out.BackoffStep = h.Step
+			}
 		}
 		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and numbers: cannot fail
 		p.body = append(p.body, '\n')
@@ -157,6 +304,10 @@ func tooManyText(d *decision, after int) []byte {
 	case pace.Busy:
 		fmt.Fprintf(&b, "429 Too Many Requests: %s already has as many requests in flight as robotsgate lets through (ROBOTSGATE_MAX_CONNS_PER_ORIGIN=%d).\n\n",
 			d.asked.origin, d.s.opts.Pacer.MaxConnsPerOrigin())
+	case pace.Held, pace.BackedOff:
+		h := d.admission.Hold
+		fmt.Fprintf(&b, "429 Too Many Requests: %s %s at %s, and robotsgate holds every crawler's requests to it until %s.\n\n",
+			d.asked.origin, holdWords(h), h.At.UTC().Format(http.TimeFormat), h.Until.UTC().Format(http.TimeFormat))
 	case pace.Full:
 		if d.admission.ClientShare {
 			fmt.Fprintf(&b, "429 Too Many Requests: this client holds as many Crawl-delay schedules as one client may (ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT=%d): each crawler name it sends to an origin that asks for a delay holds one until the delay has passed.\n\n",
@@ -169,13 +320,32 @@ func tooManyText(d *decision, after int) []byte {
 	}
 	fmt.Fprintf(&b, "URL:         %s\n", d.asked.url)
 	b.WriteString(crawlerLine(d))
-	if d.admission.Outcome == pace.TooEarly {
+	switch d.admission.Outcome {
+	case pace.TooEarly:
 		fmt.Fprintf(&b, "robots.txt:  %s\n", d.robotsURL())
-		fmt.Fprintf(&b, "Delay:       %ss between the starts of two requests, %s\n", seconds(d.delay.Interval), delayOrigin(d.delay))
+		fmt.Fprintf(&b, "Delay:       %s\n", delayLine(d))
+	case pace.Held, pace.BackedOff:
+		if d.paceGroup != "" {
+			fmt.Fprintf(&b, "Shared by:   %s (ROBOTSGATE_PACE_BY)\n", d.paceGroup)
+		}
+		if h := d.admission.Hold; h.RetryAfter {
+			b.WriteString("Hold:        as the origin's Retry-After asks, at most ROBOTSGATE_MAX_BACKOFF\n")
+		} else {
+			fmt.Fprintf(&b, "Hold:        backoff step %d: the pause doubles with each failure in a row, at most ROBOTSGATE_MAX_BACKOFF\n", h.Step)
+		}
 	}
 	fmt.Fprintf(&b, "Retry after: %ds\n", after)
 	b.WriteString("\nrobotsgate is a proxy that makes crawlers obey robots.txt (RFC 9309) and the pace it asks.\n")
 	return b.Bytes()
+}
+
+// delayLine says what delay a request came too early for, for people.
+func delayLine(d *decision) string {
+	if d.delay.Source == pace.SourceFactor {
+		return fmt.Sprintf("ROBOTSGATE_DELAY_FACTOR=%s times this crawler's last response time from this origin, between the starts of two requests",
+			strconv.FormatFloat(d.s.opts.Pacer.DelayFactor(), 'f', -1, 64))
+	}
+	return seconds(d.delay.Interval) + "s between the starts of two requests, " + delayOrigin(d.delay)
 }
 
 // delayOrigin says where a delay came from, for people.
@@ -183,6 +353,8 @@ func delayOrigin(d pace.Delay) string {
 	switch d.Source {
 	case pace.SourceDefault:
 		return "the proxy's default (ROBOTSGATE_DEFAULT_CRAWL_DELAY): robots.txt asks none of this crawler"
+	case pace.SourceMin:
+		return "the proxy's floor (ROBOTSGATE_MIN_DELAY)"
 	case pace.SourceCap:
 		return fmt.Sprintf("the proxy's cap (ROBOTSGATE_MAX_CRAWL_DELAY) on %q (line %d)", d.Asked.Rule(), d.Asked.Line)
 	}

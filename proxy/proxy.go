@@ -77,6 +77,8 @@ type Options struct {
 	// reads it; nil paces nothing. Its metrics are served too.
 	Pacer      *pace.Pacer
 	PacePolicy pace.Policy
+	// PaceGroups says which hosts share a pace; nil: each origin alone.
+	PaceGroups *pace.Grouper
 	// Destinations are never connected to, for forwarded requests and
 	// tunnels alike; nil denies nothing.
 	Destinations *destination.Policy

@@ -96,3 +96,15 @@ func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
 }
+
+// Unanswered reports whether err says the origin did not answer: no
+// connection, a connection cut or closed before the answer, a timeout.
+// Those are signs of a server in trouble, where a name that does not
+// resolve, a certificate refused or a malformed answer are not.
+func Unanswered(err error) bool {
+	switch Of(err) {
+	case "timeout", "connection refused", "connection reset", "no route to host", "connection closed early", "could not connect":
+		return true
+	}
+	return false
+}

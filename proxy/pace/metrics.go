@@ -20,6 +20,16 @@ var (
 		"Requests paced by the schedules the fleet shares.", nil, nil)
 	fallbacksDesc = prometheus.NewDesc("robotsgate_pace_shared_fallbacks_total",
 		"Requests paced by this instance alone because the schedules the fleet shares failed.", nil, nil)
+	holdsDesc = prometheus.NewDesc("robotsgate_pace_holds",
+		"Origin groups held now by their Retry-After or a backoff pause.", nil, nil)
+	originFailuresDesc = prometheus.NewDesc("robotsgate_pace_origin_failures_total",
+		"Origins' answers that count toward a backoff: 429, 503, other 5xx (not 501), or no answer.", []string{"answer"}, nil)
+	holdsRaisedDesc = prometheus.NewDesc("robotsgate_pace_holds_raised_total",
+		"Times an origin group's hold was set or moved later, by the origin's Retry-After or by a backoff pause.", []string{"cause"}, nil)
+	holdsDroppedDesc = prometheus.NewDesc("robotsgate_pace_holds_dropped_total",
+		"Holds of new origin groups not kept because the table of holds was full.", nil, nil)
+	holdFallbacksDesc = prometheus.NewDesc("robotsgate_pace_shared_hold_fallbacks_total",
+		"Holds stepped by this instance alone because the holds the fleet shares failed.", nil, nil)
 )
 
 // Describe implements prometheus.Collector. The shared schedules' metrics
@@ -29,9 +39,16 @@ func (p *Pacer) Describe(ch chan<- *prometheus.Desc) {
 	ch <- waitingDesc
 	ch <- fullDesc
 	ch <- shareFullDesc
+	ch <- holdsDesc
+	ch <- originFailuresDesc
+	ch <- holdsRaisedDesc
+	ch <- holdsDroppedDesc
 	if p.opts.Shared != nil {
 		ch <- sharedTakesDesc
 		ch <- fallbacksDesc
+	}
+	if p.opts.SharedHolds != nil {
+		ch <- holdFallbacksDesc
 	}
 }
 
@@ -41,6 +58,16 @@ func (p *Pacer) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(p.waiting.Load()))
 	ch <- prometheus.MustNewConstMetric(fullDesc, prometheus.CounterValue, float64(p.full.Load()))
 	ch <- prometheus.MustNewConstMetric(shareFullDesc, prometheus.CounterValue, float64(p.shareFull.Load()))
+	ch <- prometheus.MustNewConstMetric(holdsDesc, prometheus.GaugeValue, float64(p.Holds()))
+	for k := range failureKinds {
+		ch <- prometheus.MustNewConstMetric(originFailuresDesc, prometheus.CounterValue, float64(p.holds.failures[k].Load()), k.String())
+	}
+	ch <- prometheus.MustNewConstMetric(holdsRaisedDesc, prometheus.CounterValue, float64(p.holds.raisedByAnswer.Load()), "retry-after")
+	ch <- prometheus.MustNewConstMetric(holdsRaisedDesc, prometheus.CounterValue, float64(p.holds.raisedOff.Load()), "backoff")
+	ch <- prometheus.MustNewConstMetric(holdsDroppedDesc, prometheus.CounterValue, float64(p.holds.dropped.Load()))
+	if p.opts.SharedHolds != nil {
+		ch <- prometheus.MustNewConstMetric(holdFallbacksDesc, prometheus.CounterValue, float64(p.holds.sharedFallbacks.Load()))
+	}
 	if p.opts.Shared != nil {
 		ch <- prometheus.MustNewConstMetric(sharedTakesDesc, prometheus.CounterValue, float64(p.sharedTakes.Load()))
 		ch <- prometheus.MustNewConstMetric(fallbacksDesc, prometheus.CounterValue, float64(p.fallbacks.Load()))

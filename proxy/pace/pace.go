@@ -67,10 +67,13 @@ const (
 	SourceRequestRate               // a Request-rate line
 	SourceDefault                   // robots.txt says nothing: the operator's default
 	SourceCap                       // a line asked for more than the operator's cap
+	SourceMin                       // the operator's floor (Policy.Min) is longer than what applies
+	SourceFactor                    // Options.DelayFactor times the last response time is longer
 )
 
 // String returns the name the audit log and check -json use: "",
-// "crawl-delay", "request-rate", "default" or "cap".
+// "crawl-delay", "request-rate", "default", "cap", "min-delay" or
+// "delay-factor".
 func (s Source) String() string {
 	switch s {
 	case SourceCrawlDelay:
@@ -81,6 +84,10 @@ func (s Source) String() string {
 		return "default"
 	case SourceCap:
 		return "cap"
+	case SourceMin:
+		return "min-delay"
+	case SourceFactor:
+		return "delay-factor"
 	}
 	return ""
 }
@@ -102,23 +109,29 @@ type Policy struct {
 	Default time.Duration
 	// Max caps what robots.txt asks; 0 means no cap.
 	Max time.Duration
+	// Min is a floor under every delay: what applies when it is shorter,
+	// robots.txt's or the default; 0 means none.
+	Min time.Duration
 }
 
 // Delay is the delay in force when robots.txt asks asked (ok false: it asks
 // nothing, or could not be read).
 func (p Policy) Delay(asked robots.Pace, ok bool) Delay {
-	if !ok {
-		if p.Default > 0 {
-			return Delay{Interval: p.Default, Source: SourceDefault}
+	var d Delay
+	switch {
+	case ok:
+		d = Delay{Interval: asked.Interval, Source: SourceCrawlDelay, Asked: asked}
+		if asked.Directive == robots.DirectiveRequestRate {
+			d.Source = SourceRequestRate
 		}
-		return Delay{}
+		if p.Max > 0 && d.Interval > p.Max {
+			d.Interval, d.Source = p.Max, SourceCap
+		}
+	case p.Default > 0:
+		d = Delay{Interval: p.Default, Source: SourceDefault}
 	}
-	d := Delay{Interval: asked.Interval, Source: SourceCrawlDelay, Asked: asked}
-	if asked.Directive == robots.DirectiveRequestRate {
-		d.Source = SourceRequestRate
-	}
-	if p.Max > 0 && d.Interval > p.Max {
-		d.Interval, d.Source = p.Max, SourceCap
+	if p.Min > d.Interval {
+		d.Interval, d.Source = p.Min, SourceMin
 	}
 	return d
 }
@@ -127,16 +140,18 @@ func (p Policy) Delay(asked robots.Pace, ok bool) Delay {
 type Outcome uint8
 
 const (
-	OnTime   Outcome = iota // on time and under the connection bound
-	Waited                  // held until its slot (ModeWait)
-	TooEarly                // before its slot: refused, or forwarded and recorded (ModeAudit)
-	Busy                    // its origin had every connection in use: refused, or forwarded and recorded
-	Gone                    // the client went away while held
-	Full                    // a new identity while the schedule table, or its client's share of it, is full: refused, or forwarded and recorded
+	OnTime    Outcome = iota // on time and under the connection bound
+	Waited                   // held until its slot (ModeWait)
+	TooEarly                 // before its slot: refused, or forwarded and recorded (ModeAudit)
+	Busy                     // its origin had every connection in use: refused, or forwarded and recorded
+	Gone                     // the client went away while held
+	Full                     // a new identity while the schedule table, or its client's share of it, is full: refused, or forwarded and recorded
+	Held                     // its origin's group is held by the origin's Retry-After: refused, or forwarded and recorded
+	BackedOff                // its origin's group is paused after a run of failures: refused, or forwarded and recorded
 )
 
 // String returns the name the audit log uses: "", "waited", "too_early",
-// "busy", "gone" or "full".
+// "busy", "gone", "full", "held" or "backoff".
 func (o Outcome) String() string {
 	switch o {
 	case Waited:
@@ -149,6 +164,10 @@ func (o Outcome) String() string {
 		return "gone"
 	case Full:
 		return "full"
+	case Held:
+		return "held"
+	case BackedOff:
+		return "backoff"
 	}
 	return ""
 }
@@ -184,6 +203,26 @@ type Options struct {
 	// nil keeps them in this process. The Pacer keeps its own starts as
 	// well, and paces by them alone while Shared fails.
 	Shared SharedSchedules
+
+	// MaxBackoff caps every hold of an origin's group, by its Retry-After
+	// or by a backoff pause; 0 means origins' answers hold nothing.
+	MaxBackoff time.Duration
+	// BackoffBase is the first pause of a run of failures; 0 means
+	// DefaultBackoffBase.
+	BackoffBase time.Duration
+	// MaxHolds bounds the groups whose hold is kept; 0 means
+	// DefaultMaxHolds. Past it a new group's hold is not kept (counted).
+	MaxHolds int
+	// SharedHolds keeps the holds where every Pacer of a fleet finds
+	// them; nil keeps them in this process. Each Pacer checks requests
+	// against its own table, which ApplySharedHold keeps in step.
+	SharedHolds SharedHolds
+
+	// DelayFactor, when above 0, keeps an identity's next start to a group
+	// at least DelayFactor times the last response time after its last
+	// start (Observe), within MinDelay and MaxDelay.
+	DelayFactor        float64
+	MinDelay, MaxDelay time.Duration
 }
 
 // shardCount is how many parts the schedules, and the counts of requests
@@ -204,6 +243,7 @@ type Pacer struct {
 	full      atomic.Int64 // new identities turned away at MaxSchedules
 	// shareFull counts new identities turned away at their client's share.
 	shareFull atomic.Int64
+	holds     holds
 	// sharedTakes counts the requests paced by the Shared schedules;
 	// fallbacks those paced here because the Shared schedules failed.
 	sharedTakes, fallbacks atomic.Int64
@@ -234,6 +274,7 @@ func New(opts Options) *Pacer {
 	for i := range p.conns {
 		p.conns[i].inFlight = make(map[uint64]conns)
 	}
+	p.holds.init(opts.MaxHolds)
 	return p
 }
 
@@ -271,12 +312,22 @@ type Admission struct {
 	holdsConn   bool
 	// Waited is how long the request was held.
 	Waited time.Duration
-	// RetryAfter is when to come back, for TooEarly, Busy and Full.
+	// RetryAfter is when to come back, for TooEarly, Busy, Full, Held
+	// and BackedOff.
 	RetryAfter time.Duration
+	// Hold is the hold of the origin's group the request met, for Held
+	// and BackedOff, and for Waited when it waited one out; nil for none.
+	Hold *Hold
+	// ByFactor says, for TooEarly, that Options.DelayFactor pushed the
+	// start beyond the delay.
+	ByFactor bool
 
-	p        *Pacer
+	p *Pacer
+	// group is the pace group (see Grouper) the request went to.
+	group    string
 	key      uint64
-	slot     int64 // the start this request took in the Pacer's own schedule; -1 for none
+	client   uint64 // the hash of the client charged for key's schedule
+	slot     int64  // the start this request took in the Pacer's own schedule; -1 for none
 	interval int64
 	origin   uint64
 	// sharedKey names the Shared schedule sharedSlot was taken on; "" for
@@ -291,30 +342,37 @@ func (a *Admission) Allowed() bool {
 	switch a.Outcome {
 	case OnTime, Waited:
 		return true
-	case TooEarly, Busy, Full:
+	case TooEarly, Busy, Full, Held, BackedOff:
 		return a.p != nil && a.p.opts.Mode == ModeAudit
 	}
 	return false
 }
 
-// Admit paces one request of who to origin with delay d. In ModeWait it
+// Admit paces one request of who to group (its origin, or the group of
+// hosts it shares a pace with: see Grouper) with delay d. In ModeWait it
 // may hold the request, until ctx ends at the latest.
-func (p *Pacer) Admit(ctx context.Context, origin string, who Identity, d Delay) Admission {
+func (p *Pacer) Admit(ctx context.Context, group string, who Identity, d Delay) Admission {
 	a := Admission{p: p, slot: -1}
 	if p == nil || p.opts.Mode == ModeOff {
 		return a
 	}
+	a.group = group
 	var deadline time.Time
 	if p.opts.Mode == ModeWait {
 		deadline = time.Now().Add(p.opts.MaxWait)
 	}
-	if d.Interval > 0 {
-		a.interval = int64(d.Interval)
+	if p.holds.kept.Load() > 0 && !p.obeyHold(ctx, &a, deadline) {
+		return a
+	}
+	if d.Interval > 0 || p.opts.DelayFactor > 0 {
+		// With a delay factor every request takes a start, one nanosecond
+		// long when no delay applies, for Observe to push.
+		a.interval = max(int64(d.Interval), 1)
 		var goOn bool
 		if p.opts.Shared != nil {
-			goOn = p.takeSharedSlot(ctx, &a, origin, who)
+			goOn = p.takeSharedSlot(ctx, &a, group, who)
 		} else {
-			a.key = p.scheduleKey(origin, &who)
+			a.key = p.scheduleKey(group, &who)
 			goOn = p.takeSlot(ctx, &a, who.Client)
 		}
 		if !goOn {
@@ -322,7 +380,7 @@ func (p *Pacer) Admit(ctx context.Context, origin string, who Identity, d Delay)
 		}
 	}
 	if p.opts.MaxConnsPerOrigin > 0 {
-		a.origin = maphash.String(p.seed, origin)
+		a.origin = maphash.String(p.seed, group)
 		p.takeConn(ctx, &a, deadline)
 	}
 	return a

@@ -39,6 +39,11 @@ func TestPolicyDelay(t *testing.T) {
 		{"capped", Policy{Max: time.Minute}, crawl(24*time.Hour, 2), true, time.Minute, SourceCap},
 		{"at the cap", Policy{Max: time.Minute}, crawl(time.Minute, 2), true, time.Minute, SourceCrawlDelay},
 		{"no cap", Policy{}, crawl(24*time.Hour, 2), true, 24 * time.Hour, SourceCrawlDelay},
+		{"floor where nothing is asked", Policy{Min: time.Second}, robots.Pace{}, false, time.Second, SourceMin},
+		{"floor over a shorter default", Policy{Default: time.Second, Min: 3 * time.Second}, robots.Pace{}, false, 3 * time.Second, SourceMin},
+		{"floor over an explicit zero", Policy{Min: time.Second}, crawl(0, 4), true, time.Second, SourceMin},
+		{"a longer crawl-delay stands over the floor", Policy{Min: time.Second}, crawl(10*time.Second, 4), true, 10 * time.Second, SourceCrawlDelay},
+		{"the cap stands over the floor", Policy{Min: time.Second, Max: time.Minute}, crawl(time.Hour, 4), true, time.Minute, SourceCap},
 	} {
 		d := c.policy.Delay(c.asked, c.ok)
 		if d.Interval != c.want || d.Source != c.source {

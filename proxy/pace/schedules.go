@@ -86,7 +86,7 @@ func (p *Pacer) takeSlot(ctx context.Context, a *Admission, client string) bool 
 				return p.opts.Mode == ModeAudit
 			}
 		}
-		a.slot = now
+		a.slot, a.client = now, e.client
 		s.next[a.key] = schedule{next: now + a.interval, client: e.client}
 		s.freeAt = min(s.freeAt, now+a.interval)
 		s.mu.Unlock()
@@ -95,13 +95,58 @@ func (p *Pacer) takeSlot(ctx context.Context, a *Admission, client string) bool 
 	early := time.Duration(e.next - now)
 	if p.opts.Mode != ModeWait || early > p.opts.MaxWait {
 		s.mu.Unlock()
-		a.Outcome, a.RetryAfter = TooEarly, early
+		p.tooEarly(a, early)
 		return p.opts.Mode == ModeAudit
 	}
-	a.slot = e.next
+	a.slot, a.client = e.next, e.client
 	s.next[a.key] = schedule{next: e.next + a.interval, client: e.client}
 	s.mu.Unlock()
 	return p.hold(ctx, a, early)
+}
+
+// tooEarly turns a away, early before its start.
+func (p *Pacer) tooEarly(a *Admission, early time.Duration) {
+	a.Outcome, a.RetryAfter = TooEarly, early
+	// Without a delay factor a start is never more than one interval
+	// away, but in ModeWait, whose queue may push it further.
+	a.ByFactor = p.opts.DelayFactor > 0 && early > time.Duration(a.interval)
+}
+
+// extend moves a's next start to at least DelayFactor times took after
+// its own, within MinDelay and MaxDelay: on the Shared schedule and on
+// the Pacer's own. A schedule swept meanwhile is made again, charged to
+// the client it was; a full table leaves it unmade.
+func (p *Pacer) extend(ctx context.Context, a *Admission, took time.Duration) {
+	by := max(time.Duration(p.opts.DelayFactor*float64(took)), p.opts.MinDelay)
+	if p.opts.MaxDelay > 0 {
+		by = min(by, p.opts.MaxDelay)
+	}
+	if by <= 0 {
+		return
+	}
+	if a.sharedKey != "" {
+		// An error leaves the Pacer's own schedule to keep the gap.
+		_ = p.opts.Shared.Extend(context.WithoutCancel(ctx), a.sharedKey, a.sharedSlot, by)
+	}
+	if a.slot < 0 {
+		return
+	}
+	want := a.slot + int64(by)
+	s := &p.shards[a.key%shardCount]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, known := s.next[a.key]
+	if e.next >= want {
+		return
+	}
+	if !known {
+		e.client = a.client
+		if s.claim(p.now(), e.client, p) != roomy {
+			return
+		}
+	}
+	s.next[a.key] = schedule{next: want, client: e.client}
+	s.freeAt = min(s.freeAt, want)
 }
 
 // refuseFull turns a away for why.
@@ -123,7 +168,8 @@ func (p *Pacer) hold(ctx context.Context, a *Admission, early time.Duration) boo
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		a.Outcome, a.Waited = Waited, early
+		a.Outcome = Waited
+		a.Waited += early
 		return true
 	case <-ctx.Done():
 		p.giveBack(ctx, a)

@@ -22,6 +22,9 @@ type SharedSchedules interface {
 	// GiveBack undoes the Take of slot whose request never reached the
 	// origin, unless a later Take followed it.
 	GiveBack(ctx context.Context, key string, slot int64, interval time.Duration) error
+	// Extend moves key's schedule to at least slot+by, unless it is later
+	// already (Options.DelayFactor).
+	Extend(ctx context.Context, key string, slot int64, by time.Duration) error
 }
 
 // takeSharedSlot is takeSlot on the Shared schedule of who at origin,
@@ -38,7 +41,7 @@ func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string,
 	own := s.next[a.key].next
 	s.mu.Unlock()
 	if early := time.Duration(own - p.now()); early > 0 && (p.opts.Mode != ModeWait || early > p.opts.MaxWait) {
-		a.Outcome, a.RetryAfter = TooEarly, early
+		p.tooEarly(a, early)
 		return p.opts.Mode == ModeAudit
 	}
 	key := sharedKey(origin, who)
@@ -58,7 +61,7 @@ func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string,
 	p.sharedTakes.Add(1)
 	if !taken {
 		// As for a local schedule: nothing is reserved, even in ModeAudit.
-		a.Outcome, a.RetryAfter = TooEarly, early
+		p.tooEarly(a, early)
 		return p.opts.Mode == ModeAudit
 	}
 	a.sharedKey, a.sharedSlot = key, slot
@@ -92,7 +95,7 @@ func (p *Pacer) keepStart(a *Admission, own int64, early time.Duration, client s
 			return time.Duration(start - now)
 		}
 	}
-	a.slot = start
+	a.slot, a.client = start, e.client
 	s.next[a.key] = schedule{next: start + a.interval, client: e.client}
 	s.freeAt = min(s.freeAt, start+a.interval)
 	return time.Duration(start - now)

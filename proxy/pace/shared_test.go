@@ -33,7 +33,7 @@ type memSchedules struct {
 
 // sharedCall is one call a memSchedules received.
 type sharedCall struct {
-	op                string // "take" or "give back"
+	op                string // "take", "give back" or "extend"
 	key               string
 	interval, maxWait time.Duration
 	slot              int64
@@ -81,6 +81,17 @@ func (m *memSchedules) GiveBack(ctx context.Context, key string, slot int64, int
 	if m.next[key] == slot+int64(interval) {
 		m.next[key] = slot
 	}
+	return nil
+}
+
+func (m *memSchedules) Extend(ctx context.Context, key string, slot int64, by time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls = append(m.calls, sharedCall{op: "extend", key: key, interval: by, slot: slot, ctxDone: ctx.Err() != nil})
+	if m.failing {
+		return errUnavailable
+	}
+	m.next[key] = max(m.next[key], slot+int64(by))
 	return nil
 }
 

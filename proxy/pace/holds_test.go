@@ -1,0 +1,506 @@
+package pace
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+const s = int64(time.Second / time.Microsecond) // one second in the holds' unit
+
+// TestHoldStateFail steps the state machine through a run of failures and
+// back, as the pacing manual says it goes.
+func TestHoldStateFail(t *testing.T) {
+	base, limit := 1*s, 8*s
+	var st holdState
+	now := 100 * s
+	fail := func(sent int64, retryAfter int64) {
+		st = st.fail(failure{now: now, sent: sent, status: 500, retryAfter: retryAfter}, base, limit)
+	}
+	fail(now-1, -1)
+	if st.step != 1 || st.pause != base || st.until != now+base || st.retryAfter {
+		t.Fatalf("first failure: %+v", st)
+	}
+	// Requests already on their way when it failed renew the hold only.
+	raised := st.raised
+	now += s / 2
+	fail(raised-1, -1)
+	if st.step != 1 || st.pause != base || st.until != now+base {
+		t.Fatalf("a failure sent before the raise raised it: %+v", st)
+	}
+	for i, want := range []int64{2 * s, 4 * s, 8 * s, 8 * s} {
+		now = st.until // as the hold ends: within the quiet period
+		fail(now-1, -1)
+		if st.pause != want || st.step != int32(i+2) || st.until != now+want {
+			t.Fatalf("failure %d: pause %d, step %d, until %d; want pause %d", i+2, st.pause, st.step, st.until-now, want)
+		}
+	}
+	// A success sent before the last raise says nothing; after it, halves.
+	if got := st.succeed(now+1, st.raised-1, base); got != st {
+		t.Fatalf("a success sent before the raise changed the state: %+v", got)
+	}
+	now = st.until + 1
+	st = st.succeed(now, now-1, base)
+	if st.pause != 4*s || st.step != 4 || st.forget != now+4*s {
+		t.Fatalf("one success: %+v", st)
+	}
+	for range 3 {
+		st = st.succeed(now, now-1, base)
+	}
+	if st.pause != 0 || st.step != 0 {
+		t.Fatalf("four successes leave a pause: %+v", st)
+	}
+	if st = st.succeed(st.forget, st.forget, base); st != (holdState{}) {
+		t.Fatalf("not forgotten: %+v", st)
+	}
+}
+
+func TestHoldStateRetryAfter(t *testing.T) {
+	base, limit := 1*s, 3600*s
+	now := 1000 * s
+	st := holdState{}.fail(failure{now: now, sent: now, status: 503, retryAfter: 30 * s}, base, limit)
+	if st.until != now+30*s || !st.retryAfter || st.status != 503 || st.at != now {
+		t.Fatalf("Retry-After: 30: %+v", st)
+	}
+	// A shorter word later never shortens the hold in force.
+	short := st.fail(failure{now: now + s, sent: now + s, status: 429, retryAfter: 2 * s}, base, limit)
+	if short.until != st.until || short.status != 503 {
+		t.Fatalf("a shorter Retry-After shortened the hold: %+v", short)
+	}
+	// Capped.
+	long := holdState{}.fail(failure{now: now, sent: now, status: 429, retryAfter: 86400 * s}, base, limit)
+	if long.until != now+limit {
+		t.Fatalf("Retry-After: 86400 is not capped: %d", long.until-now)
+	}
+	// The quiet period after the hold is the pause.
+	if st.forget != st.until+st.pause {
+		t.Fatalf("forget at %d, want %d", st.forget, st.until+st.pause)
+	}
+	if got := st.fail(failure{now: st.forget, sent: st.forget, status: 500, retryAfter: -1}, base, limit); got.step != 1 {
+		t.Fatalf("a failure after the quiet period continues the old run: step %d", got.step)
+	}
+}
+
+func TestHoldStateJitter(t *testing.T) {
+	now := 50 * s
+	st := holdState{pause: 4 * s, step: 3, raised: now - 10*s, forget: now + s}
+	got := st.fail(failure{now: now, sent: now, status: 502, retryAfter: -1, jitter: 0.999}, s, 3600*s)
+	if hold := got.until - now; hold < 8*s || hold > 10*s {
+		t.Fatalf("held %d µs for a pause of 8s: not within a quarter more", hold)
+	}
+}
+
+func TestHoldEncoding(t *testing.T) {
+	st := holdState{until: 1 << 50, pause: 3 * s, raised: 1 << 49, forget: 1<<50 + 3*s, at: 1 << 48,
+		step: 2, status: 503, retryAfter: true, failure: "connection refused"}
+	got, err := decodeHold(st.encode())
+	if err != nil || got != st {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for _, bad := range [][]byte{nil, {}, {2}, {holdFormat}, {holdFormat, 0x80}, append(st.encode()[:len(st.encode())-19], 7)} {
+		if _, err := decodeHold(bad); err == nil {
+			t.Errorf("%q decoded", bad)
+		}
+	}
+}
+
+func FuzzDecodeHold(f *testing.F) {
+	f.Add(holdState{until: 5, pause: 1, step: 1, status: 500, failure: "x"}.encode())
+	f.Add([]byte{holdFormat, 1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := decodeHold(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeHold(st.encode())
+		if err != nil || again != st {
+			t.Fatalf("%q: decoded %+v, which does not round-trip: %+v, %v", b, st, again, err)
+		}
+	})
+}
+
+func failWith(status int, sent time.Time) Answer {
+	return Answer{Status: status, Sent: sent, Took: time.Millisecond}
+}
+
+// TestHeldEveryMode: a 503 with Retry-After holds every identity's
+// requests to the origin, as the mode says, and no longer.
+func TestHeldEveryMode(t *testing.T) {
+	for _, mode := range []Mode{ModeEnforce, ModeWait, ModeAudit} {
+		t.Run(string(mode), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := New(Options{Mode: mode, MaxWait: 10 * time.Second, MaxBackoff: time.Hour})
+				ctx := context.Background()
+				a := p.Admit(ctx, origin, gptbot, Delay{})
+				a.Observe(ctx, Answer{Status: 503, RetryAfter: 3 * time.Second, HasRetryAfter: true, Sent: time.Now()})
+				a.Done()
+				start := time.Now()
+				b := p.Admit(ctx, origin, Identity{Token: "bingbot"}, Delay{})
+				defer b.Done()
+				if b.Hold == nil || !b.Hold.RetryAfter || b.Hold.Status != 503 || !b.Hold.Until.Equal(start.Add(3*time.Second)) {
+					t.Fatalf("the hold met: %+v", b.Hold)
+				}
+				switch mode {
+				case ModeEnforce:
+					if b.Outcome != Held || b.Allowed() || b.RetryAfter != 3*time.Second {
+						t.Fatalf("enforce: %v, allowed %v, retry after %v", b.Outcome, b.Allowed(), b.RetryAfter)
+					}
+				case ModeWait:
+					if b.Outcome != Waited || !b.Allowed() || time.Since(start) != 3*time.Second || b.Waited != 3*time.Second {
+						t.Fatalf("wait: %v after %v (waited %v)", b.Outcome, time.Since(start), b.Waited)
+					}
+				case ModeAudit:
+					if b.Outcome != Held || !b.Allowed() {
+						t.Fatalf("audit: %v, allowed %v", b.Outcome, b.Allowed())
+					}
+				}
+				time.Sleep(3*time.Second - time.Since(start))
+				if c := p.Admit(ctx, origin, gptbot, Delay{}); c.Outcome != OnTime || c.Hold != nil {
+					t.Fatalf("after the hold: %v %+v", c.Outcome, c.Hold)
+				}
+				if other := p.Admit(ctx, "https://other.example", gptbot, Delay{}); other.Outcome != OnTime {
+					t.Fatalf("another origin: %v", other.Outcome)
+				}
+			})
+		})
+	}
+}
+
+// TestWaitBeyondMaxWait: a hold longer than ROBOTSGATE_MAX_WAIT is
+// answered at once in ModeWait too.
+func TestWaitBeyondMaxWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Options{Mode: ModeWait, MaxWait: time.Second, MaxBackoff: time.Hour})
+		ctx := context.Background()
+		a := p.Admit(ctx, origin, gptbot, Delay{})
+		a.Observe(ctx, Answer{Status: 429, RetryAfter: time.Minute, HasRetryAfter: true, Sent: time.Now()})
+		start := time.Now()
+		b := p.Admit(ctx, origin, gptbot, Delay{})
+		if b.Outcome != Held || b.RetryAfter != time.Minute || time.Since(start) != 0 {
+			t.Fatalf("%v, retry after %v, after %v", b.Outcome, b.RetryAfter, time.Since(start))
+		}
+	})
+}
+
+// TestBackoffGrowsAndRecovers: consecutive 500s without a header double
+// the pause, with at most a quarter more; successes shorten it again.
+func TestBackoffGrowsAndRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Options{Mode: ModeEnforce, MaxBackoff: 4 * time.Second, BackoffBase: 500 * time.Millisecond})
+		ctx := context.Background()
+		for i, pause := range []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+			a := p.Admit(ctx, origin, gptbot, Delay{})
+			if a.Outcome != OnTime {
+				t.Fatalf("failure %d: the request after the pause is %v", i+1, a.Outcome)
+			}
+			a.Observe(ctx, failWith(500, time.Now()))
+			a.Done()
+			b := p.Admit(ctx, origin, gptbot, Delay{})
+			if b.Outcome != BackedOff || b.Hold.Step != i+1 || b.Hold.RetryAfter || b.Hold.Status != 500 {
+				t.Fatalf("failure %d: %v %+v", i+1, b.Outcome, b.Hold)
+			}
+			if b.RetryAfter < pause || b.RetryAfter > pause+pause/4 {
+				t.Fatalf("failure %d: held %v, want %v to %v", i+1, b.RetryAfter, pause, pause+pause/4)
+			}
+			time.Sleep(b.RetryAfter)
+		}
+		for i, pause := range []time.Duration{2 * time.Second, time.Second, 500 * time.Millisecond, 0} {
+			a := p.Admit(ctx, origin, gptbot, Delay{})
+			a.Observe(ctx, Answer{Status: 200, Sent: time.Now()})
+			a.Done()
+			if st, _ := p.holdOf(origin); st.pause != pause.Microseconds() || (pause == 0) != (st.step == 0) {
+				t.Fatalf("success %d: pause %dµs step %d, want %v", i+1, st.pause, st.step, pause)
+			}
+		}
+		if p.holds.kept.Load() != 0 {
+			if st, _ := p.holdOf(origin); st.until > unixMicros(time.Now()) || st.step != 0 {
+				t.Fatalf("recovered, yet: %+v", st)
+			}
+		}
+		a := p.Admit(ctx, origin, gptbot, Delay{})
+		a.Observe(ctx, failWith(500, time.Now()))
+		if b := p.Admit(ctx, origin, gptbot, Delay{}); b.Hold == nil || b.Hold.Step != 1 {
+			t.Fatalf("a failure after recovery starts a new run: %+v", b.Hold)
+		}
+	})
+}
+
+// TestBurstRaisesOnce: requests already sent when the first failure came
+// renew the hold, not double it.
+func TestBurstRaisesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Options{Mode: ModeAudit, MaxBackoff: time.Hour})
+		ctx := context.Background()
+		sent := time.Now()
+		var in []Admission
+		for range 8 {
+			in = append(in, p.Admit(ctx, origin, gptbot, Delay{}))
+		}
+		time.Sleep(10 * time.Millisecond)
+		for i := range in {
+			in[i].Observe(ctx, failWith(503, sent))
+		}
+		if st, _ := p.holdOf(origin); st.step != 1 || st.pause != DefaultBackoffBase.Microseconds() {
+			t.Fatalf("eight failures of one burst: step %d, pause %dµs", st.step, st.pause)
+		}
+	})
+}
+
+// TestQuietForgets: a run of failures is forgotten once the hold is over
+// and as long again has passed without a failure.
+func TestQuietForgets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Options{Mode: ModeEnforce, MaxBackoff: time.Hour})
+		ctx := context.Background()
+		for range 3 {
+			a := p.Admit(ctx, origin, gptbot, Delay{})
+			a.Observe(ctx, Answer{Status: 0, Failure: "connection refused", Sent: time.Now()})
+			b := p.Admit(ctx, origin, gptbot, Delay{})
+			if b.Hold == nil || b.Hold.Failure != "connection refused" || b.Hold.Status != 0 {
+				t.Fatalf("no answer: %+v", b.Hold)
+			}
+			time.Sleep(b.RetryAfter)
+		}
+		st, _ := p.holdOf(origin)
+		time.Sleep(time.Duration(st.forget-unixMicros(time.Now())) * time.Microsecond)
+		a := p.Admit(ctx, origin, gptbot, Delay{})
+		a.Observe(ctx, failWith(500, time.Now()))
+		if st, _ := p.holdOf(origin); st.step != 1 {
+			t.Fatalf("after the quiet period: step %d", st.step)
+		}
+	})
+}
+
+func TestCounted(t *testing.T) {
+	for status, want := range map[int]bool{0: true, 200: false, 304: false, 404: false, 429: true, 500: true,
+		501: false, 502: true, 503: true, 504: true, 599: true, 600: false} {
+		if Counted(status) != want {
+			t.Errorf("Counted(%d) = %v", status, !want)
+		}
+	}
+}
+
+// TestRetryAfterOnlyOn429And503: a Retry-After on another status is no
+// hold of its own, only a backoff step.
+func TestRetryAfterOnlyOn429And503(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Options{Mode: ModeEnforce, MaxBackoff: time.Hour})
+		ctx := context.Background()
+		a := p.Admit(ctx, origin, gptbot, Delay{})
+		a.Observe(ctx, Answer{Status: 500, RetryAfter: time.Hour, HasRetryAfter: true, Sent: time.Now()})
+		b := p.Admit(ctx, origin, gptbot, Delay{})
+		if b.Outcome != BackedOff || b.RetryAfter > 2*time.Second {
+			t.Fatalf("%v for %v", b.Outcome, b.RetryAfter)
+		}
+	})
+}
+
+func TestBackoffOff(t *testing.T) {
+	p := New(Options{Mode: ModeEnforce})
+	a := p.Admit(context.Background(), origin, gptbot, Delay{})
+	a.Observe(context.Background(), Answer{Status: 503, RetryAfter: time.Hour, HasRetryAfter: true, Sent: time.Now()})
+	if b := p.Admit(context.Background(), origin, gptbot, Delay{}); b.Outcome != OnTime || p.Holds() != 0 {
+		t.Fatalf("MaxBackoff 0 holds: %v", b.Outcome)
+	}
+}
+
+// TestMaxHolds: past the bound a new group's hold is dropped and counted;
+// those kept still hold.
+func TestMaxHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Options{Mode: ModeEnforce, MaxBackoff: time.Hour, MaxHolds: shardCount})
+		ctx := context.Background()
+		groups := 4 * shardCount
+		for i := range groups {
+			a := p.Admit(ctx, "https://h"+itoa(i), gptbot, Delay{})
+			a.Observe(ctx, Answer{Status: 429, RetryAfter: time.Minute, HasRetryAfter: true, Sent: time.Now()})
+		}
+		if kept := p.holds.kept.Load(); kept > shardCount || p.holds.dropped.Load() != int64(groups)-kept {
+			t.Fatalf("kept %d, dropped %d", kept, p.holds.dropped.Load())
+		}
+		if p.Holds() == 0 {
+			t.Fatal("nothing held")
+		}
+		time.Sleep(time.Minute + 2*time.Second)
+		a := p.Admit(ctx, "https://new", gptbot, Delay{})
+		a.Observe(ctx, Answer{Status: 429, RetryAfter: time.Minute, HasRetryAfter: true, Sent: time.Now()})
+		if b := p.Admit(ctx, "https://new", gptbot, Delay{}); b.Outcome != Held {
+			t.Fatalf("forgotten holds are not swept for a new one: %v", b.Outcome)
+		}
+	})
+}
+
+func itoa(i int) string {
+	b := []byte{}
+	for {
+		b = append([]byte{byte('0' + i%10)}, b...)
+		if i /= 10; i == 0 {
+			return string(b)
+		}
+	}
+}
+
+// memHolds is SharedHolds as its contract asks, in memory, sending every
+// state stored to the Pacers watching, as a fleet's store does.
+type memHolds struct {
+	mu       sync.Mutex
+	states   map[string][]byte
+	versions map[string]int64
+	watchers []*Pacer
+	failing  bool
+	loads    int
+}
+
+func newMemHolds() *memHolds {
+	return &memHolds{states: map[string][]byte{}, versions: map[string]int64{}}
+}
+
+var errHoldsDown = errors.New("holds unavailable")
+
+func (m *memHolds) Load(ctx context.Context, group string) ([]byte, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.loads++
+	if m.failing {
+		return nil, 0, errHoldsDown
+	}
+	return m.states[group], m.versions[group], nil
+}
+
+func (m *memHolds) Store(ctx context.Context, group string, state []byte, version int64, keep time.Duration) (bool, error) {
+	m.mu.Lock()
+	if m.failing {
+		m.mu.Unlock()
+		return false, errHoldsDown
+	}
+	if m.versions[group] != version {
+		m.mu.Unlock()
+		return false, nil
+	}
+	m.states[group], m.versions[group] = state, version+1
+	watchers := m.watchers
+	m.mu.Unlock()
+	for _, p := range watchers {
+		p.ApplySharedHold(group, state)
+	}
+	return true, nil
+}
+
+// TestSharedHolds: two Pacers on one store hold one origin together and
+// grow one run of failures; while the store fails each holds on what it
+// saw, and what it held then survives the store's later states.
+func TestSharedHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemHolds()
+		opts := Options{Mode: ModeEnforce, MaxBackoff: time.Hour, SharedHolds: store}
+		a, b := New(opts), New(opts)
+		store.watchers = []*Pacer{a, b}
+		ctx := context.Background()
+
+		x := a.Admit(ctx, origin, gptbot, Delay{})
+		x.Observe(ctx, Answer{Status: 503, RetryAfter: 3 * time.Second, HasRetryAfter: true, Sent: time.Now()})
+		if y := b.Admit(ctx, origin, Identity{Token: "bingbot"}, Delay{}); y.Outcome != Held || y.RetryAfter != 3*time.Second {
+			t.Fatalf("the other instance: %v for %v", y.Outcome, y.RetryAfter)
+		}
+		time.Sleep(3 * time.Second)
+		y := b.Admit(ctx, origin, gptbot, Delay{})
+		y.Observe(ctx, failWith(500, time.Now()))
+		if z := a.Admit(ctx, origin, gptbot, Delay{}); z.Outcome != BackedOff || z.Hold.Step != 2 {
+			t.Fatalf("one run across instances: %v %+v", z.Outcome, z.Hold)
+		}
+
+		store.failing = true
+		time.Sleep(10 * time.Second)
+		w := a.Admit(ctx, origin, gptbot, Delay{})
+		w.Observe(ctx, Answer{Status: 429, RetryAfter: time.Minute, HasRetryAfter: true, Sent: time.Now()})
+		if v := a.Admit(ctx, origin, gptbot, Delay{}); v.Outcome != Held {
+			t.Fatalf("store down: the instance that saw the 429 does not hold: %v", v.Outcome)
+		}
+		if a.holds.sharedFallbacks.Load() != 1 {
+			t.Fatalf("fallbacks %d", a.holds.sharedFallbacks.Load())
+		}
+		store.failing = false
+		u := b.Admit(ctx, origin, gptbot, Delay{})
+		u.Observe(ctx, failWith(500, time.Now()))
+		if v := a.Admit(ctx, origin, gptbot, Delay{}); v.Outcome != Held || v.RetryAfter < 59*time.Second {
+			t.Fatalf("the store's later state shortened this instance's own hold: %v for %v", v.Outcome, v.RetryAfter)
+		}
+		// A success on a healthy group asks the store nothing.
+		time.Sleep(time.Hour)
+		loads := store.loads
+		for range 10 {
+			h := b.Admit(ctx, "https://healthy.example", gptbot, Delay{})
+			h.Observe(ctx, Answer{Status: 200, Sent: time.Now()})
+		}
+		if store.loads != loads {
+			t.Fatalf("successes of a healthy group loaded %d states", store.loads-loads)
+		}
+	})
+}
+
+// TestDelayFactor: the next start of an identity is at least the factor
+// times the last response time after its last, within the floor and cap;
+// other identities are not slowed.
+func TestDelayFactor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Options{Mode: ModeEnforce, DelayFactor: 2, MinDelay: 100 * time.Millisecond, MaxDelay: 10 * time.Second})
+		ctx := context.Background()
+		a := p.Admit(ctx, origin, gptbot, Delay{})
+		start := time.Now()
+		time.Sleep(time.Second)
+		a.Observe(ctx, Answer{Status: 200, Sent: start, Took: time.Second})
+		a.Done()
+		b := p.Admit(ctx, origin, gptbot, Delay{})
+		if b.Outcome != TooEarly || b.RetryAfter != time.Second || !b.ByFactor {
+			t.Fatalf("after a 1s answer with factor 2: %v in %v, by factor %v", b.Outcome, b.RetryAfter, b.ByFactor)
+		}
+		if c := p.Admit(ctx, origin, Identity{Token: "bingbot"}, Delay{}); c.Outcome != OnTime {
+			t.Fatalf("another identity: %v", c.Outcome)
+		}
+		time.Sleep(time.Second)
+		c := p.Admit(ctx, origin, gptbot, Delay{})
+		c.Observe(ctx, Answer{Status: 200, Sent: time.Now(), Took: time.Millisecond})
+		if d := p.Admit(ctx, origin, gptbot, Delay{}); d.Outcome != TooEarly || d.RetryAfter != 100*time.Millisecond {
+			t.Fatalf("the floor: %v in %v", d.Outcome, d.RetryAfter)
+		}
+		time.Sleep(100 * time.Millisecond)
+		e := p.Admit(ctx, origin, gptbot, Delay{})
+		e.Observe(ctx, Answer{Status: 200, Sent: time.Now(), Took: time.Hour})
+		if f := p.Admit(ctx, origin, gptbot, Delay{}); f.RetryAfter != 10*time.Second {
+			t.Fatalf("the cap: %v in %v", f.Outcome, f.RetryAfter)
+		}
+		// Robots.txt's longer delay stands.
+		time.Sleep(10 * time.Second)
+		g := p.Admit(ctx, origin, gptbot, delay(5*time.Second))
+		g.Observe(ctx, Answer{Status: 200, Sent: time.Now(), Took: time.Millisecond})
+		if h := p.Admit(ctx, origin, gptbot, delay(5*time.Second)); h.RetryAfter != 5*time.Second || h.ByFactor {
+			t.Fatalf("crawl-delay 5s: %v in %v by factor %v", h.Outcome, h.RetryAfter, h.ByFactor)
+		}
+	})
+}
+
+// TestDelayFactorShared: the fleet's schedule is pushed too.
+func TestDelayFactorShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := newMemSchedules()
+		p := New(Options{Mode: ModeEnforce, DelayFactor: 3, Shared: shared})
+		ctx := context.Background()
+		a := p.Admit(ctx, origin, gptbot, Delay{})
+		a.Observe(ctx, Answer{Status: 200, Sent: time.Now(), Took: time.Second})
+		var extended bool
+		for _, c := range shared.log() {
+			if c.op == "extend" && c.interval == 3*time.Second {
+				extended = true
+			}
+		}
+		if !extended {
+			t.Fatalf("calls: %+v", shared.log())
+		}
+		if b := p.Admit(ctx, origin, gptbot, Delay{}); b.Outcome != TooEarly || b.RetryAfter != 3*time.Second {
+			t.Fatalf("%v in %v", b.Outcome, b.RetryAfter)
+		}
+	})
+}
