@@ -187,8 +187,8 @@ func (g *Grouper) addressGroup(ctx context.Context, origin, host string) string 
 }
 
 // await waits for host's lookup, its own or one under way, and returns
-// its group: "" when the lookup failed, or ctx or Timeout ended first. (Apart from
-// addressGroup so that a hit allocates no closure.)
+// its group: "" when the lookup failed, or ctx or Timeout ended first.
+// (Apart from addressGroup so that a hit allocates no closure.)
 func (g *Grouper) await(ctx context.Context, host string) string {
 	flight := g.flights.DoChan(host, func() (any, error) {
 		return g.lookup(context.WithoutCancel(ctx), strings.Clone(host)), nil
