@@ -203,6 +203,7 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	if shared != nil {
 		fleetState = shared
 		paceOpts.Shared = shared.Schedules()
+		paceOpts.SharedHolds = shared.Holds()
 		rules, err = cache.NewShared(cacheOpts, fetcher.Load, cache.SecondLevel[*fetch.Result]{
 			Store: shared.Robots(), Decode: fetcher.Decode, ClaimTTL: cfg.ClaimTTL(),
 		})
@@ -213,6 +214,12 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 		return configError{fmt.Errorf("robots.txt cache: %w", err)}
 	}
 	defer rules.Close()
+	pacer := pace.New(paceOpts)
+	if shared != nil {
+		watchCtx, stopWatching := context.WithCancel(context.Background())
+		defer stopWatching()
+		go shared.Holds().Watch(watchCtx, pacer.ApplySharedHold)
+	}
 	gate, err := identity.New(cfg.IdentityOptions(log.With("component", "identity")))
 	if err != nil {
 		return configError{fmt.Errorf("ROBOTSGATE_CREDENTIALS_FILE: %w", err)}
@@ -223,7 +230,7 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	}
 	server, err := proxy.New(proxy.Options{
 		Mode: cfg.Mode, Rules: rules, Audit: auditLog, AuditOnError: cfg.AuditOnError, Issuer: issuer,
-		Identity: gate, Pacer: pace.New(paceOpts), PacePolicy: cfg.PacePolicy(), Destinations: destinations, Upstream: cfg.UpstreamOptions(roots), Client: cfg.ClientLimits(),
+		Identity: gate, Pacer: pacer, PacePolicy: cfg.PacePolicy(), PaceGroups: cfg.PaceGroups(), Destinations: destinations, Upstream: cfg.UpstreamOptions(roots), Client: cfg.ClientLimits(),
 		Fleet: fleetState, Logger: log, Version: buildVersion(),
 	})
 	if err != nil {

@@ -295,6 +295,7 @@ func (c *checker) checkPace(cfg *Config) {
 	const modeName, defaultName, maxName = "ROBOTSGATE_CRAWL_DELAY", "ROBOTSGATE_DEFAULT_CRAWL_DELAY", "ROBOTSGATE_MAX_CRAWL_DELAY"
 	const waitName, connsName, idleName = "ROBOTSGATE_MAX_WAIT", "ROBOTSGATE_MAX_CONNS_PER_ORIGIN", "ROBOTSGATE_CLIENT_IDLE_TIMEOUT"
 	const schedulesName = "ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT"
+	const backoffName, baseName, factorName, minName = "ROBOTSGATE_MAX_BACKOFF", "ROBOTSGATE_BACKOFF_BASE", "ROBOTSGATE_DELAY_FACTOR", "ROBOTSGATE_MIN_DELAY"
 	if _, set := c.given(modeName); !set && cfg.Mode == proxy.ModeAudit {
 		cfg.CrawlDelay = pace.ModeAudit
 		c.derive(modeName, "ROBOTSGATE_MODE")
@@ -304,6 +305,18 @@ func (c *checker) checkPace(cfg *Config) {
 	}
 	if c.notNegative(defaultName, cfg.DefaultCrawlDelay) && !c.failed(maxName) && cfg.DefaultCrawlDelay > cfg.MaxCrawlDelay {
 		c.report(defaultName, nil, "%s is longer than %s (%s); use at most that", c.shown(defaultName), maxName, cfg.MaxCrawlDelay)
+	}
+	if c.notNegative(backoffName, cfg.MaxBackoff) {
+		c.atMost(backoffName, cfg.MaxBackoff, 24*time.Hour, "24h", "RFC 9309 lets a crawler trust a robots.txt a day; no origin's word holds longer")
+	}
+	if c.positive(baseName, cfg.BackoffBase) && !c.failed(backoffName) && cfg.MaxBackoff > 0 && cfg.BackoffBase > cfg.MaxBackoff {
+		c.report(baseName, nil, "%s is longer than %s (%s); use at most that", c.shown(baseName), backoffName, cfg.MaxBackoff)
+	}
+	if !c.failed(factorName) && !(cfg.DelayFactor >= 0 && cfg.DelayFactor <= 100) { // NaN fails both
+		c.report(factorName, nil, "%s is out of range; use a number from 0 (off) to 100, e.g. 2 or 0.5", c.shown(factorName))
+	}
+	if c.notNegative(minName, cfg.MinDelay) && !c.failed(maxName) && cfg.MinDelay > cfg.MaxCrawlDelay {
+		c.report(minName, nil, "%s is longer than %s (%s); use at most that", c.shown(minName), maxName, cfg.MaxCrawlDelay)
 	}
 	_, waitSet := c.given(waitName)
 	if !waitSet && cfg.ClientIdleTimeout > 0 && cfg.MaxWait >= cfg.ClientIdleTimeout {
@@ -332,8 +345,10 @@ func (c *checker) checkPace(cfg *Config) {
 	if _, set := c.given(connsName); set && cfg.MaxConnsPerOrigin > 0 {
 		c.report(connsName, nil, "is set, but %s=off paces nothing; use enforce, wait or audit, or unset it", modeName)
 	}
-	if _, set := c.given(schedulesName); set {
-		c.report(schedulesName, nil, "is set, but %s=off paces nothing; use enforce, wait or audit, or unset it", modeName)
+	for _, name := range []string{schedulesName, backoffName, baseName, factorName, minName, "ROBOTSGATE_PACE_BY"} {
+		if _, set := c.given(name); set {
+			c.report(name, nil, "is set, but %s=off paces nothing; use enforce, wait or audit, or unset it", modeName)
+		}
 	}
 }
 

@@ -63,6 +63,23 @@ type Config struct {
 	// cannot fill the table for the others.
 	MaxSchedulesPerClient int `env:"MAX_SCHEDULES_PER_CLIENT" envDefault:"65536" desc:"Most Crawl-delay schedules one client (its credential, else its IP address) holds at once, from 64 to 1048576 (the whole table, for a proxy that serves one bot); past it that client's new crawler names get 429 full, other clients' do not"`
 
+	// MaxBackoff caps how long an origin's Retry-After, or a backoff
+	// pause after a run of its failures, holds every crawler's requests.
+	MaxBackoff time.Duration `env:"MAX_BACKOFF" envDefault:"1h" desc:"Cap on how long an origin's 429 or 503 with Retry-After, or a run of its failures (429, 5xx but 501, no answer), holds every crawler's requests to it, at most 24h; 0 leaves origins' answers unheeded"`
+
+	// BackoffBase is the first pause of a run of an origin's failures.
+	BackoffBase time.Duration `env:"BACKOFF_BASE" envDefault:"1s" desc:"First pause after an origin's failure without Retry-After, doubled by each further failure in a row up to ROBOTSGATE_MAX_BACKOFF"`
+
+	// DelayFactor paces each crawler by the origin's last response time.
+	DelayFactor float64 `env:"DELAY_FACTOR" envDefault:"0" desc:"When above 0, a crawler's next request to an origin starts at least this many times its last response time after its last one (Heritrix's delayFactor), from ROBOTSGATE_MIN_DELAY to ROBOTSGATE_MAX_CRAWL_DELAY; 0 for off, at most 100"`
+
+	// MinDelay is a floor under every delay between a crawler's requests
+	// to an origin.
+	MinDelay time.Duration `env:"MIN_DELAY" envDefault:"0s" desc:"Floor under every delay between the starts of a crawler's requests to an origin, whatever robots.txt asks (a shorter Crawl-delay, none at all) and under ROBOTSGATE_DELAY_FACTOR's; 0 for none"`
+
+	// PaceBy says which hosts share one pace.
+	PaceBy pace.By `env:"PACE_BY" envDefault:"host" desc:"Which hosts share a pace, a connection bound and a hold: host (each origin), domain (a registrable domain, by the public suffix list) or address (the address a host resolves to: virtual hosts on one server share it)"`
+
 	// Token pins the product token every request is judged as, unless it
 	// authenticates with a credential that names its own.
 	Token string `env:"TOKEN" desc:"Product token every request is judged as, whatever its User-Agent (a request with a credential: the credential's); empty means the User-Agent's"`

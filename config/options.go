@@ -188,17 +188,27 @@ func (c *Config) IdentityOptions(log *slog.Logger) identity.Options {
 }
 
 // PaceOptions say how requests are paced: ROBOTSGATE_CRAWL_DELAY,
-// ROBOTSGATE_MAX_WAIT, ROBOTSGATE_MAX_CONNS_PER_ORIGIN and
-// ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT.
+// ROBOTSGATE_MAX_WAIT, ROBOTSGATE_MAX_CONNS_PER_ORIGIN,
+// ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT, the origins' holds
+// (ROBOTSGATE_MAX_BACKOFF, ROBOTSGATE_BACKOFF_BASE) and
+// ROBOTSGATE_DELAY_FACTOR within ROBOTSGATE_MIN_DELAY and
+// ROBOTSGATE_MAX_CRAWL_DELAY.
 func (c *Config) PaceOptions() pace.Options {
 	return pace.Options{Mode: c.CrawlDelay, MaxWait: c.MaxWait, MaxConnsPerOrigin: c.MaxConnsPerOrigin,
-		MaxSchedulesPerClient: c.MaxSchedulesPerClient}
+		MaxSchedulesPerClient: c.MaxSchedulesPerClient, MaxBackoff: c.MaxBackoff, BackoffBase: c.BackoffBase,
+		DelayFactor: c.DelayFactor, MinDelay: c.MinDelay, MaxDelay: c.MaxCrawlDelay}
 }
 
 // PacePolicy turns what robots.txt asks into the delay in force:
-// ROBOTSGATE_DEFAULT_CRAWL_DELAY and ROBOTSGATE_MAX_CRAWL_DELAY.
+// ROBOTSGATE_DEFAULT_CRAWL_DELAY, ROBOTSGATE_MAX_CRAWL_DELAY and
+// ROBOTSGATE_MIN_DELAY.
 func (c *Config) PacePolicy() pace.Policy {
-	return pace.Policy{Default: c.DefaultCrawlDelay, Max: c.MaxCrawlDelay}
+	return pace.Policy{Default: c.DefaultCrawlDelay, Max: c.MaxCrawlDelay, Min: c.MinDelay}
+}
+
+// PaceGroups says which hosts share a pace (ROBOTSGATE_PACE_BY).
+func (c *Config) PaceGroups() *pace.Grouper {
+	return pace.NewGrouper(pace.GrouperOptions{By: c.PaceBy})
 }
 
 // CA is the CA that intercepts HTTPS: the pair in ROBOTSGATE_CA_CERT and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +29,13 @@ func (d *decision) pace(r *http.Request, result *fetch.Result) *page {
 	d.delay = d.s.opts.PacePolicy.Delay(asked, ok)
 	group := d.asked.origin
 	if g := d.s.opts.PaceGroups; g != nil && g.By() != pace.ByHost {
-		group = g.Group(r.Context(), d.asked.origin, d.target.host)
+		host := d.target.host
+		if host == "" { // a blind tunnel: its origin is all there is
+			if u, err := url.Parse(d.asked.origin); err == nil {
+				host = u.Hostname()
+			}
+		}
+		group = g.Group(r.Context(), d.asked.origin, host)
 		d.paceGroup = group
 	}
 	// A schedule this request starts is charged to its client (shareKey),
