@@ -63,16 +63,19 @@ end
 // ARGV[4] on the channel ARGV[5]; it returns 1 when stored. The new version
 // is at least Redis's clock in microseconds, so that versions only grow,
 // across an expiry too: a version read before the key expired never
-// matches one stored after.
+// matches one stored after. A script is not undone when a command fails:
+// PUBLISH comes first, so that a user whose ACL lacks the channel stores
+// nothing the others would not hear of; no one sees the message before the
+// script ends.
 const holdStoreScript = holdLua + `
 local cur = version(KEYS[1])
 if cur ~= tonumber(ARGV[1]) then return 0 end
 local t = redis.call('TIME')
 local nv = math.max(cur + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+redis.call('PUBLISH', ARGV[5], ARGV[4])
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'v', string.format('%.0f', nv), 's', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-redis.call('PUBLISH', ARGV[5], ARGV[4])
 return 1
 `
 
@@ -142,10 +145,17 @@ func (h *Holds) Watch(ctx context.Context, apply func(group string, state []byte
 	defer context.AfterFunc(h.c.stopCtx, cancel)()
 	pause := time.NewTimer(0)
 	defer pause.Stop()
+	warned := ""
 	for {
 		err := h.listen(ctx, apply)
 		if ctx.Err() != nil {
 			return
+		}
+		// Redis refusing (an ACL without the channel) will not mend by
+		// itself, unlike a Redis away, which the Client reports already.
+		if rerr, ok := errors.AsType[redis.Error](err); ok && rerr.Error() != warned {
+			warned = rerr.Error()
+			h.c.log.Warn(msgWatchRefused, "addr", h.c.addr, "channel", h.channel(), "err", err)
 		}
 		h.c.log.Debug("hold watch: subscribing again", "channel", h.channel(), "in", h.c.every.String(), "err", err)
 		pause.Reset(h.c.every)
@@ -156,6 +166,9 @@ func (h *Holds) Watch(ctx context.Context, apply func(group string, state []byte
 		}
 	}
 }
+
+// msgWatchRefused is logged when Redis refuses Watch its channel.
+const msgWatchRefused = "redis refuses robotsgate the holds channel: this instance does not hear of the fleet's holds; let its user subscribe to the channel"
 
 // listen subscribes to the channel and applies what arrives until the
 // subscription fails or ctx ends.

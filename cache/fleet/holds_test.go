@@ -514,3 +514,60 @@ func holdMessages(t *testing.T, c *fleet.Client) map[string]float64 {
 	t.Helper()
 	return counters(t, c, "robotsgate_redis_hold_messages_total", "result")
 }
+
+// TestHoldsChannelRefused: a user whose ACL lacks the channel (Redis 7's
+// default for a new user) is told once, and Watch listens as soon as the
+// ACL allows it; with it, the user the manual describes does everything.
+func TestHoldsChannelRefused(t *testing.T) {
+	srv := startRedis(t)
+	admin := srv.Raw(0)
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "gate", "on", ">pw", "~"+fleet.DefaultPrefix+"*", "resetchannels",
+		"+@read", "+@write", "+@scripting", "+@pubsub", "+@connection", "+@transaction", "+time").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c, logs := newClient(t, srv, fleet.Options{URL: "redis://gate:pw@" + srv.Addr(), Timeout: testTimeout, RetryEvery: testRetryEvery})
+	w := watch(t, c)
+	refusals := func() []string {
+		var found []string
+		for _, line := range logs.lines("WARN") {
+			if strings.Contains(line, "redis refuses robotsgate the holds channel") {
+				found = append(found, line)
+			}
+		}
+		return found
+	}
+	// Several tries, one warning.
+	if !waitFor(5*time.Second, func() bool { return strings.Count(logs.String(), "hold watch: subscribing again") >= 3 }) {
+		t.Fatalf("Watch does not try again:\n%s", logs)
+	}
+	if got := refusals(); len(got) != 1 || !strings.Contains(got[0], "NOPERM") {
+		t.Errorf("warnings of the refused channel = %q; want one, with Redis's NOPERM", got)
+	}
+	if _, err := c.Holds().Store(t.Context(), "g", []byte("s"), 0, time.Minute); err == nil || !strings.Contains(err.Error(), "publish") {
+		t.Errorf("Store without the channel = %v; want Redis refusing the publish", err)
+	}
+	// Refused, it stored nothing the others would not hear of.
+	if keys := srv.Keys(fleet.DefaultPrefix + "hold:"); len(keys) != 0 {
+		t.Errorf("a refused Store left %q", keys)
+	}
+
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "gate", "&"+holdsChannel).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitSubscribed(t, srv, 1)
+	if !waitFor(20*testRetryEvery+testTimeout, func() bool { return c.Status().Up }) {
+		t.Fatalf("Status = %+v; want up", c.Status())
+	}
+	if !store(t, c.Holds(), "g", "s", 0) {
+		t.Fatal("Store refused")
+	}
+	if got := w.waitHolds(t, 1); got[0] != (hold{"g", "s"}) {
+		t.Errorf("Watch applied %q", got)
+	}
+	// The categories the manual names are all the rest needs.
+	for op, err := range everyOp(t.Context(), c) {
+		if err != nil {
+			t.Errorf("%s as the ACL user: %v", op, err)
+		}
+	}
+}
