@@ -17,6 +17,7 @@ import (
 
 var (
 	_ pace.SharedSchedules = (*fleet.Schedules)(nil)
+	_ pace.SharedHolds     = (*fleet.Holds)(nil)
 	_ prometheus.Collector = (*fleet.Client)(nil)
 )
 
