@@ -5,10 +5,10 @@ import (
 	"errors"
 	"sync"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const s = int64(time.Second / time.Microsecond) // one second in the holds' unit
