@@ -119,7 +119,7 @@ func TestHoldIncidentsShown(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^\s+https://shop\.example\s+17\s+15\s+2\s+0\s+88\.2%\s+1\s+8\s+1\s+10\s`).MatchString(txt) {
 		t.Errorf("the origins table has no row for shop with 10 held:\n%s", txt)
 	}
-	if !strings.Contains(txt, "9 too early (429), 1 would be too early (audit mode); 11 met an origin's hold") {
+	if !strings.Contains(txt, "9 too early (429), 1 would be too early (audit mode)\nHeld:       11 requests met the origin's hold") {
 		t.Errorf("the summary does not count the held requests:\n%s", txt)
 	}
 

@@ -130,8 +130,10 @@ func (t *textWriter) summary(rep *Report) {
 	c := rep.Totals
 	t.printf("Requests:   %s: %s allowed, %s refused, %s would be refused (audit mode); compliance %s\n",
 		number(c.Requests), number(c.Allowed), number(c.Refused), number(c.WouldBeRefused), percent(c.Compliance))
-	t.printf("Pacing:     %s delayed, %s too early (429), %s would be too early (audit mode); %s met an origin's hold\n",
-		number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly), number(c.Held))
+	t.printf("Pacing:     %s delayed, %s too early (429), %s would be too early (audit mode)\n",
+		number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly))
+	t.printf("Held:       %s the origin's hold (its Retry-After, or backoff after its failures)\n",
+		Plural(c.Held, "request met", "requests met"))
 	t.printf("Other:      %s refused by ROBOTSGATE_DENY_DESTINATIONS, %s without a verdict; %s relayed\n",
 		number(c.DeniedDestination), number(c.Errors), bytesWords(c.Bytes))
 	t.printf("Seen:       %s, %s\n", Plural(int64(len(rep.Crawlers)), "crawler", "crawlers"), Plural(int64(len(rep.Origins)), "origin", "origins"))
