@@ -81,7 +81,7 @@ const helpText = `usage:
   robotsgate [serve]    run the proxy; settings come from ROBOTSGATE_* variables (README.md)
   robotsgate config     print every setting's value in force and where it came from; "robotsgate config -h"
   robotsgate check ...  judge URLs against robots.txt; "robotsgate check -h" for details
-  robotsgate report ... sum up audit logs: crawlers, refusals, robots.txt incidents; "robotsgate report -h"
+  robotsgate report ... sum up audit logs: crawlers, refusals, robots.txt and hold incidents; "robotsgate report -h"
   robotsgate version    print the version
 `
 

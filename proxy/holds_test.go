@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"robotsgate/proxy/audit"
 	"robotsgate/proxy/pace"
 )
 
@@ -89,6 +90,21 @@ func TestHeldAnswered(t *testing.T) {
 	}
 	if o.saw("/page") || o.saw("/json") {
 		t.Error("the origin saw a request during its hold")
+	}
+	var held []audit.Record
+	for _, r := range p.records() {
+		if r.Pace == "held" {
+			held = append(held, r)
+		}
+	}
+	if len(held) != 2 {
+		t.Fatalf("%d records held, want 2", len(held))
+	}
+	for _, r := range held {
+		if r.HoldCause != "retry-after" || r.HoldStatus != 503 || r.HoldError != "" || r.BackoffStep != 0 || r.Forwarded || r.Status != 429 ||
+			r.HoldUntil.Sub(r.HoldAt) != 30*time.Second || r.PaceGroup != "" || r.RobotsTxt != "" {
+			t.Errorf("record: %+v", r)
+		}
 	}
 }
 

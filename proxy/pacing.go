@@ -186,7 +186,7 @@ func paceValue(d *decision) string {
 	}
 	b.WriteString("; retry-after=")
 	b.WriteString(strconv.Itoa(retryAfter(a.RetryAfter)))
-	if a.Outcome == pace.TooEarly {
+	if a.Outcome == pace.TooEarly && d.delay.Source != pace.SourceFactor {
 		b.WriteString("; robots=")
 		b.WriteString(quoteHeader(d.robotsURL()))
 	}
@@ -329,7 +329,9 @@ func tooManyText(d *decision, after int) []byte {
 	b.WriteString(crawlerLine(d))
 	switch d.admission.Outcome {
 	case pace.TooEarly:
-		fmt.Fprintf(&b, "robots.txt:  %s\n", d.robotsURL())
+		if d.delay.Source != pace.SourceFactor {
+			fmt.Fprintf(&b, "robots.txt:  %s\n", d.robotsURL())
+		}
 		fmt.Fprintf(&b, "Delay:       %s\n", delayLine(d))
 	case pace.Held, pace.BackedOff:
 		if d.paceGroup != "" {

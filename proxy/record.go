@@ -125,13 +125,23 @@ func (d *decision) record(rec *audit.Record) {
 	if d.lookup.done {
 		rec.RobotsCache = d.lookup.cache.String()
 	}
-	if d.delay.Interval > 0 { // "Crawl-delay: 0" holds nothing back: nothing to record
+	// "Crawl-delay: 0" holds nothing back: nothing to record, unless the
+	// delay factor did.
+	if d.delay.Interval > 0 || d.delay.Source == pace.SourceFactor {
 		rec.CrawlDelay = d.delay.Interval.Seconds()
 		rec.CrawlDelaySource = d.delay.Source.String()
 		rec.CrawlDelayLine = d.delay.Asked.Line
 	}
 	rec.Pace = d.admission.Outcome.String()
 	rec.WaitedMS = float64(d.admission.Waited) / float64(time.Millisecond)
+	if h := d.admission.Hold; h != nil {
+		rec.HoldCause, rec.HoldStatus, rec.HoldError = holdCause(h), h.Status, h.Failure
+		rec.HoldAt, rec.HoldUntil = h.At, h.Until
+		if !h.RetryAfter {
+			rec.BackoffStep = h.Step
+		}
+	}
+	rec.PaceGroup = d.paceGroup
 	rec.DeniedDestination = d.ruling == destinationDenied
 	rec.Mode = string(d.s.opts.Mode)
 	rec.Forwarded = d.outcome.reached
@@ -151,7 +161,7 @@ func (d *decision) robotsDecision() robots.Decision {
 		dec.SetVerdict(d.verdict)
 		// robots.txt refused the request, or would have in enforce mode:
 		// by a rule, or by the pace it asks for.
-		if !d.verdict.Allowed || (d.admission.Outcome == pace.TooEarly && !d.admission.Allowed()) {
+		if !d.verdict.Allowed || (d.admission.Outcome == pace.TooEarly && d.delay.Source != pace.SourceFactor && !d.admission.Allowed()) {
 			dec.RobotsTxt = d.robotsURL()
 		}
 	case destinationDenied:
