@@ -154,11 +154,14 @@ func runRequests(b *testing.B, tr *http.Transport, target, rate string) {
 // the same traffic through goproxy alone. robotsgate-auditfile writes its
 // audit log to a real file instead of discarding it; bare-goproxy-connwrap
 // is the baseline with robotsgate's write pattern (see startBareGoproxy).
+// robotsgate paces as the binary does by default: enforce, origins'
+// answers heeded, no delay asked.
 func BenchmarkThroughput(b *testing.B) {
 	origin := startBenchOrigin(b)
 	target := origin.URL + "/page"
 	b.Run("robotsgate", func(b *testing.B) {
-		p := startProxy(b, proxyConfig{audit: io.Discard})
+		p := startProxy(b, proxyConfig{audit: io.Discard, pacePolicy: pace.Policy{Max: time.Minute},
+			pacer: pace.New(pace.Options{Mode: pace.ModeEnforce, MaxWait: time.Minute, MaxBackoff: time.Hour})})
 		runThroughput(b, p.url, target)
 	})
 	b.Run("robotsgate-auditfile", func(b *testing.B) {
