@@ -163,6 +163,7 @@ type proxyConfig struct {
 	identity     *identity.Gate
 	pacer        *pace.Pacer
 	pacePolicy   pace.Policy
+	paceGroups   *pace.Grouper
 
 	// upstreamIdle and upstreamIdlePerOrigin go to UpstreamOptions'
 	// MaxIdleConns and MaxIdleConnsPerOrigin.
@@ -238,6 +239,7 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 		Identity:     cfg.identity,
 		Pacer:        cfg.pacer,
 		PacePolicy:   cfg.pacePolicy,
+		PaceGroups:   cfg.paceGroups,
 		Logger:       slog.New(slog.NewJSONHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Version:      "test",
 	}

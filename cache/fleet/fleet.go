@@ -1,6 +1,7 @@
 // Package fleet keeps the state a fleet of robotsgate instances shares in
-// Redis: robots.txt entries (a cache.Store) and crawl schedules (a
-// pace.SharedSchedules). When Redis fails, it says so at once and the
+// Redis: robots.txt entries (a cache.Store), crawl schedules (a
+// pace.SharedSchedules) and the holds of origins that asked to be left
+// alone (a pace.SharedHolds). When Redis fails, it says so at once and the
 // callers work alone: every operation after a failure is refused without
 // touching the network until a background PING finds Redis again, but for
 // the release of a claim, which is always tried.
@@ -84,7 +85,9 @@ type Client struct {
 	refused bool // while down: the latest failure was Redis refusing the credentials
 	changes atomic.Uint64
 	ops     [opCount][resultCount]atomic.Uint64
-	descs   descs
+	// holdMessages counts what Watch did with each message it received.
+	holdMessages [holdMessageCount]atomic.Uint64
+	descs        descs
 
 	// stop ends the prober and any PING in flight.
 	stopCtx context.Context

@@ -17,6 +17,7 @@ import (
 
 var (
 	_ pace.SharedSchedules = (*fleet.Schedules)(nil)
+	_ pace.SharedHolds     = (*fleet.Holds)(nil)
 	_ prometheus.Collector = (*fleet.Client)(nil)
 )
 
@@ -91,24 +92,36 @@ func waitFor(limit time.Duration, cond func() bool) bool {
 // consistent.
 func operations(t *testing.T, c *fleet.Client) map[string]float64 {
 	t.Helper()
+	return counters(t, c, "robotsgate_redis_operations_total", "op", "result")
+}
+
+// counters returns the counter family name of c by the values of labels,
+// joined by "/", gathered by a pedantic registry, which also checks the
+// metrics are consistent.
+func counters(t *testing.T, c *fleet.Client, name string, labels ...string) map[string]float64 {
+	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("Gather: %v", err)
 	}
-	ops := map[string]float64{}
+	got := map[string]float64{}
 	for _, f := range families {
-		if f.GetName() != "robotsgate_redis_operations_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
+			values := map[string]string{}
 			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+				values[l.GetName()] = l.GetValue()
 			}
-			ops[labels["op"]+"/"+labels["result"]] = m.GetCounter().GetValue()
+			key := make([]string, len(labels))
+			for i, l := range labels {
+				key[i] = values[l]
+			}
+			got[strings.Join(key, "/")] = m.GetCounter().GetValue()
 		}
 	}
-	return ops
+	return got
 }

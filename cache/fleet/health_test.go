@@ -33,6 +33,9 @@ func everyOp(ctx context.Context, c *fleet.Client) map[string]error {
 	_, _, errs["robots_claim"] = c.Robots().Claim(ctx, key, time.Minute)
 	_, _, _, errs["pace_take"] = c.Schedules().Take(ctx, key, time.Second, 0)
 	errs["pace_give_back"] = c.Schedules().GiveBack(ctx, key, 1, time.Second)
+	errs["pace_extend"] = c.Schedules().Extend(ctx, key, 1, time.Second)
+	_, _, errs["hold_load"] = c.Holds().Load(ctx, key)
+	_, errs["hold_store"] = c.Holds().Store(ctx, key, []byte("s"), 0, time.Minute)
 	return errs
 }
 
@@ -128,6 +131,12 @@ func TestRedisDiesAndComesBack(t *testing.T) {
 		"pace_take/skipped":    21,
 		"pace_take/error":      0,
 		"pace_give_back/ok":    2,
+		"pace_extend/ok":       2,
+		"pace_extend/skipped":  21,
+		"hold_load/ok":         2,
+		"hold_load/skipped":    21,
+		"hold_store/ok":        2,
+		"hold_store/skipped":   21,
 		"robots_claim/skipped": 21,
 		"ping/ok":              2,
 	} {

@@ -12,6 +12,9 @@ const (
 	opRobotsRelease
 	opPaceTake
 	opPaceGiveBack
+	opPaceExtend
+	opHoldLoad
+	opHoldStore
 	opPing
 	opCount
 )
@@ -30,6 +33,12 @@ func (o op) String() string {
 		return "pace_take"
 	case opPaceGiveBack:
 		return "pace_give_back"
+	case opPaceExtend:
+		return "pace_extend"
+	case opHoldLoad:
+		return "hold_load"
+	case opHoldStore:
+		return "hold_store"
 	case opPing:
 		return "ping"
 	}
@@ -60,9 +69,25 @@ func (r result) String() string {
 
 func (c *Client) count(o op, r result) { c.ops[o][r].Add(1) }
 
+// holdMessage is what Watch did with a message on the holds channel.
+type holdMessage uint8
+
+const (
+	holdApplied holdMessage = iota
+	holdIgnored             // malformed or past MaxHoldBytes: not a hold Store published
+	holdMessageCount
+)
+
+func (m holdMessage) String() string {
+	if m == holdApplied {
+		return "applied"
+	}
+	return "ignored"
+}
+
 // descs describe the metrics a Client collects.
 type descs struct {
-	up, changes, ops *prometheus.Desc
+	up, changes, ops, holdMessages *prometheus.Desc
 }
 
 func newDescs() descs {
@@ -74,6 +99,9 @@ func newDescs() descs {
 		ops: prometheus.NewDesc("robotsgate_redis_operations_total",
 			"Operations on Redis, by op and result (ok; error: Redis failed or was too slow; skipped: refused at once while Redis was down, the caller worked alone).",
 			[]string{"op", "result"}, nil),
+		holdMessages: prometheus.NewDesc("robotsgate_redis_hold_messages_total",
+			"Hold states the fleet published that this instance's watch received, by result (applied; ignored: malformed, not one robotsgate published).",
+			[]string{"result"}, nil),
 	}
 }
 
@@ -82,6 +110,7 @@ func (c *Client) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.descs.up
 	ch <- c.descs.changes
 	ch <- c.descs.ops
+	ch <- c.descs.holdMessages
 }
 
 // Collect implements prometheus.Collector.
@@ -96,5 +125,8 @@ func (c *Client) Collect(ch chan<- prometheus.Metric) {
 		for r := range resultCount {
 			ch <- prometheus.MustNewConstMetric(c.descs.ops, prometheus.CounterValue, float64(c.ops[o][r].Load()), o.String(), r.String())
 		}
+	}
+	for m := range holdMessageCount {
+		ch <- prometheus.MustNewConstMetric(c.descs.holdMessages, prometheus.CounterValue, float64(c.holdMessages[m].Load()), m.String())
 	}
 }

@@ -23,14 +23,16 @@ func (c *Client) Schedules() *Schedules { return &Schedules{c: c} }
 // atomically; go-redis sends each by its SHA1, and whole when Redis has not
 // seen it yet.
 type scripts struct {
-	take, giveBack, release *redis.Script
+	take, giveBack, extend, release, holdStore *redis.Script
 }
 
 func newScripts() scripts {
 	return scripts{
-		take:     redis.NewScript(takeScript),
-		giveBack: redis.NewScript(giveBackScript),
-		release:  redis.NewScript(releaseScript),
+		take:      redis.NewScript(takeScript),
+		giveBack:  redis.NewScript(giveBackScript),
+		extend:    redis.NewScript(extendScript),
+		release:   redis.NewScript(releaseScript),
+		holdStore: redis.NewScript(holdStoreScript),
 	}
 }
 
@@ -88,6 +90,17 @@ end
 return 0
 `
 
+// extendScript pushes the schedule to ARGV[1] + ARGV[2] unless it is at
+// least there already; a schedule that is gone, or not one of these
+// scripts', is made.
+const extendScript = scheduleLua + `
+local due = tonumber(ARGV[1]) + tonumber(ARGV[2])
+local cur = read(KEYS[1])
+if cur ~= nil and cur >= due then return 0 end
+store(KEYS[1], due, now())
+return 1
+`
+
 // releaseScript deletes the claim KEYS[1] while it holds the token ARGV[1].
 const releaseScript = `
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
@@ -118,6 +131,16 @@ func (s *Schedules) Take(ctx context.Context, key string, interval, maxWait time
 func (s *Schedules) GiveBack(ctx context.Context, key string, slot int64, interval time.Duration) error {
 	return s.c.do(ctx, opPaceGiveBack, func(ctx context.Context) error {
 		return s.c.scripts.giveBack.Run(ctx, s.c.rdb, []string{s.key(key)}, slot, micros(interval)).Err()
+	})
+}
+
+// Extend pushes key's schedule to at least slot+by, slot as Take returned
+// it (on Redis's clock, microseconds), unless it is later already: a
+// request that took long spaces the next one out. A schedule that is gone
+// is made, expiring as Take's do.
+func (s *Schedules) Extend(ctx context.Context, key string, slot int64, by time.Duration) error {
+	return s.c.do(ctx, opPaceExtend, func(ctx context.Context) error {
+		return s.c.scripts.extend.Run(ctx, s.c.rdb, []string{s.key(key)}, slot, micros(by)).Err()
 	})
 }
 

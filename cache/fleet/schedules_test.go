@@ -183,3 +183,85 @@ func TestScheduleHostileValues(t *testing.T) {
 func set(raw *redis.Client, value string) func(ctx context.Context, key string) error {
 	return func(ctx context.Context, key string) error { return raw.Set(ctx, key, value, 0).Err() }
 }
+
+func TestScheduleExtend(t *testing.T) {
+	srv := startRedis(t)
+	ca, _ := newClient(t, srv, fleet.Options{})
+	cb, _ := newClient(t, srv, fleet.Options{})
+	a, b := ca.Schedules(), cb.Schedules()
+	raw := srv.Raw(0)
+	stored := func(key string) int64 {
+		t.Helper()
+		v, err := raw.Get(t.Context(), fleet.DefaultPrefix+"pace:"+key).Int64()
+		if err != nil {
+			t.Fatalf("the schedule of %q: %v", key, err)
+		}
+		return v
+	}
+	const interval = time.Second
+
+	t.Run("pushes and never pulls back", func(t *testing.T) {
+		const key = "extended"
+		slot, _, _ := take(t, a, key, interval, 0)
+		if err := b.Extend(t.Context(), key, slot, 5*time.Second); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		if got, want := stored(key), slot+(5*time.Second).Microseconds(); got != want {
+			t.Errorf("schedule after Extend = %d; want the slot and 5s, %d", got, want)
+		}
+		// Every instance's Take now waits the longer time.
+		if _, early, taken := take(t, a, key, interval, 0); taken || early <= 4*time.Second || early > 5*time.Second {
+			t.Errorf("Take after Extend = early %v, taken %v; want refused, early by about 5s", early, taken)
+		}
+		if err := a.Extend(t.Context(), key, slot, 2*time.Second); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		if got, want := stored(key), slot+(5*time.Second).Microseconds(); got != want {
+			t.Errorf("schedule after a shorter Extend = %d; want it left at %d", got, want)
+		}
+		// Shorter than the interval Take set: nothing moves either.
+		slot2, _, _ := take(t, a, "short", interval, 0)
+		if err := a.Extend(t.Context(), "short", slot2, interval/2); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		if got, want := stored("short"), slot2+interval.Microseconds(); got != want {
+			t.Errorf("schedule after an Extend within the interval = %d; want Take's, %d", got, want)
+		}
+	})
+	t.Run("a schedule that is gone is made", func(t *testing.T) {
+		const key = "gone"
+		slot, _, _ := take(t, a, key, interval, 0)
+		if err := raw.Del(t.Context(), fleet.DefaultPrefix+"pace:"+key).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Extend(t.Context(), key, slot, 3*time.Second); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		if got, want := stored(key), slot+(3*time.Second).Microseconds(); got != want {
+			t.Errorf("schedule made by Extend = %d; want %d", got, want)
+		}
+		ttl, err := raw.PTTL(t.Context(), fleet.DefaultPrefix+"pace:"+key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= 3*time.Second || ttl > 4*time.Second {
+			t.Errorf("PTTL = %v; want the time until the start and a second, about 4s", ttl)
+		}
+	})
+	t.Run("a hostile schedule is replaced", func(t *testing.T) {
+		const key = "hostile"
+		if err := raw.Set(t.Context(), fleet.DefaultPrefix+"pace:"+key, "1e300", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		slot, _, _ := take(t, b, "clock", interval, 0)
+		if err := a.Extend(t.Context(), key, slot, 2*time.Second); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		if got, want := stored(key), slot+(2*time.Second).Microseconds(); got != want {
+			t.Errorf("schedule after Extend = %d; want %d", got, want)
+		}
+	})
+	if ops := operations(t, ca); ops["pace_extend/ok"] != 4 {
+		t.Errorf("pace_extend/ok = %v; want 4, one per Extend of A", ops["pace_extend/ok"])
+	}
+}

@@ -186,3 +186,34 @@ func TestOf(t *testing.T) {
 		})
 	}
 }
+
+func TestUnanswered(t *testing.T) {
+	refused := func() error {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		_, err = net.DialTimeout("tcp", addr, time.Second)
+		return err
+	}()
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"refused", refused, true},
+		{"timeout", context.DeadlineExceeded, true},
+		{"closed early", io.ErrUnexpectedEOF, true},
+		{"cancelled by the client", context.Canceled, false},
+		{"not found", &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}, false},
+		{"untrusted", x509.UnknownAuthorityError{}, false},
+		{"denied", fs.ErrPermission, false},
+		{"malformed", errors.New(`net/http: HTTP/1.x transport connection broken: malformed HTTP response "x"`), false},
+	} {
+		if got := Unanswered(c.err); got != c.want {
+			t.Errorf("%s (%v): %v", c.name, c.err, got)
+		}
+	}
+}

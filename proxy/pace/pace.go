@@ -1,6 +1,9 @@
 // Package pace holds crawlers to the pace robots.txt asks of them:
 // Crawl-delay and Request-rate, one schedule per (origin, identity), and
-// the operator's bound on requests in flight to one origin.
+// the operator's bound on requests in flight to one origin; and to what
+// the origin itself says while it is crawled: its Retry-After, a backoff
+// after its failures, its response time. An origin may share all of it
+// with the hosts of its domain or its address (Grouper).
 //
 // A schedule is one number, the earliest time the next request may start
 // (GCRA with no burst, as go-redis/redis_rate and throttled keep it): a
