@@ -252,6 +252,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Fleet != nil {
 		collected = append(collected, opts.Fleet)
 	}
+	if opts.PaceGroups != nil && opts.PaceGroups.By() == pace.ByAddress {
+		collected = append(collected, opts.PaceGroups)
+	}
 	s.metrics = newMetrics(opts.Version, collected...)
 	opts.Audit.Watch(s.auditStateChanged)
 	s.conns = newConnTracker(opts.Client.IdleTimeout, opts.Client.MaxConnections, opts.Client.MaxConnectionsPerClient)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const s = int64(time.Second / time.Microsecond) // one second in the holds' unit
@@ -501,6 +503,47 @@ func TestDelayFactorShared(t *testing.T) {
 		}
 		if b := p.Admit(ctx, origin, gptbot, Delay{}); b.Outcome != TooEarly || b.RetryAfter != 3*time.Second {
 			t.Fatalf("%v in %v", b.Outcome, b.RetryAfter)
+		}
+	})
+}
+
+// TestHoldMetrics: the holds' metrics count what happened.
+func TestHoldMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Options{Mode: ModeEnforce, MaxBackoff: time.Hour})
+		ctx := context.Background()
+		a := p.Admit(ctx, origin, gptbot, Delay{})
+		a.Observe(ctx, Answer{Status: 503, RetryAfter: time.Minute, HasRetryAfter: true, Sent: time.Now()})
+		b := p.Admit(ctx, "https://other.example", gptbot, Delay{})
+		b.Observe(ctx, Answer{Failure: "connection refused", Sent: time.Now()})
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(p)
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				name := f.GetName()
+				for _, l := range m.GetLabel() {
+					name += "/" + l.GetValue()
+				}
+				got[name] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+		for name, want := range map[string]float64{
+			"robotsgate_pace_holds":                           2,
+			"robotsgate_pace_origin_failures_total/503":       1,
+			"robotsgate_pace_origin_failures_total/no_answer": 1,
+			"robotsgate_pace_origin_failures_total/429":       0,
+			"robotsgate_pace_holds_raised_total/retry-after":  1,
+			"robotsgate_pace_holds_raised_total/backoff":      1,
+			"robotsgate_pace_holds_dropped_total":             0,
+		} {
+			if v, ok := got[name]; !ok || v != want {
+				t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
+			}
 		}
 	})
 }

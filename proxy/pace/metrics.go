@@ -73,3 +73,17 @@ func (p *Pacer) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(fallbacksDesc, prometheus.CounterValue, float64(p.fallbacks.Load()))
 	}
 }
+
+var groupLookupsDesc = prometheus.NewDesc("robotsgate_pace_group_lookups_total",
+	"Pace groups by address (ROBOTSGATE_PACE_BY=address) by how the address was found: hit (kept), miss (looked up), failure (a lookup that failed: the origin is its own group).", []string{"result"}, nil)
+
+// Describe implements prometheus.Collector.
+func (g *Grouper) Describe(ch chan<- *prometheus.Desc) { ch <- groupLookupsDesc }
+
+// Collect implements prometheus.Collector.
+func (g *Grouper) Collect(ch chan<- prometheus.Metric) {
+	hits, misses, failures := g.Lookups()
+	ch <- prometheus.MustNewConstMetric(groupLookupsDesc, prometheus.CounterValue, float64(hits), "hit")
+	ch <- prometheus.MustNewConstMetric(groupLookupsDesc, prometheus.CounterValue, float64(misses), "miss")
+	ch <- prometheus.MustNewConstMetric(groupLookupsDesc, prometheus.CounterValue, float64(failures), "failure")
+}
