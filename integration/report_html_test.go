@@ -462,6 +462,8 @@ var (
 	wideToken  = strings.Repeat("VeryLongProductToken-", 7)[:128]
 	wideHost   = "https://" + strings.Repeat("a-label-as-long-as-a-busy-site-makes-them.", 4) + "example:8443"
 	wideReason = "robots.txt unreachable: " + strings.Repeat("dial tcp 192.0.2.1:443: i/o timeout; ", 6) + "complete disallow"
+	// wideHoldError is a connection failure as long as a hold's gets.
+	wideHoldError = "dial tcp [2001:db8:85a3:8d3:1319:8a2e:370:7348]:8443: connect: connection refused"
 )
 
 // wideLog writes an audit log with what makes a report wide: the longest
@@ -501,6 +503,13 @@ func wideLog(t *testing.T, dir string) string {
 			if origin == wideHost {
 				rec["verdict"], rec["reason"], rec["robots_outcome"], rec["robots_status"] = "disallow", wideReason, "unreachable", 503
 				rec["forwarded"], rec["status"], rec["bytes"] = false, 403, 0
+			}
+		case 3:
+			// The origin's hold, in the incidents table: the longest
+			// kind a connection failure and a pace group make.
+			if origin == wideHost && i%4 != 0 {
+				rec["pace"], rec["hold_cause"], rec["hold_error"], rec["pace_group"], rec["backoff_step"] = "backoff", "backoff", wideHoldError, "domain:"+wideHost[8:], 12
+				rec["hold_until"], rec["forwarded"], rec["status"], rec["bytes"] = start.Add(time.Duration(i+1)*7*time.Second), false, 429, 0
 			}
 		}
 		if err := enc.Encode(rec); err != nil {

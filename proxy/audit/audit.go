@@ -63,18 +63,39 @@ type Record struct {
 
 	// CrawlDelay is the interval, in seconds, in force between requests
 	// of this identity to this origin; CrawlDelaySource says where it came
-	// from (crawl-delay, request-rate, default or cap) and CrawlDelayLine
-	// the robots.txt line behind it.
+	// from (crawl-delay, request-rate, default, cap, min-delay: the
+	// ROBOTSGATE_MIN_DELAY floor, or delay-factor: ROBOTSGATE_DELAY_FACTOR
+	// times the last response time) and CrawlDelayLine the robots.txt line
+	// behind it.
 	CrawlDelay       float64 `json:"crawl_delay,omitempty"`
 	CrawlDelaySource string  `json:"crawl_delay_source,omitempty"`
 	CrawlDelayLine   int     `json:"crawl_delay_line,omitempty"`
 	// Pace is what pacing did when it did something: waited (held until
-	// its slot), too_early, busy (the origin's connection bound), full (the
-	// schedule table), gone (the client left while held). With forwarded
-	// true, too_early, busy and full are what enforcement would have
-	// refused.
+	// its slot, or until the origin's hold ended), too_early, busy (the
+	// origin's connection bound), full (the schedule table), gone (the
+	// client left while held), held (the origin's Retry-After holds it),
+	// backoff (a pause after the origin's failures). With forwarded true,
+	// too_early, busy, full, held and backoff are what enforcement would
+	// have refused.
 	Pace     string  `json:"pace,omitempty"`
 	WaitedMS float64 `json:"waited_ms,omitempty"`
+
+	// The hold fields are set whenever the request met a hold of its
+	// pace group: HoldCause says what set it (retry-after or backoff),
+	// HoldStatus the origin's status then (none for a connection failure,
+	// which HoldError names in a few words), HoldAt when the origin
+	// answered so and HoldUntil when the hold ends. BackoffStep counts
+	// the failures in a row behind a backoff.
+	HoldCause   string    `json:"hold_cause,omitempty"`
+	HoldStatus  int       `json:"hold_status,omitempty"`
+	HoldError   string    `json:"hold_error,omitempty"`
+	HoldAt      time.Time `json:"hold_at,omitzero"`
+	HoldUntil   time.Time `json:"hold_until,omitzero"`
+	BackoffStep int       `json:"backoff_step,omitempty"`
+	// PaceGroup is the group whose pace and holds applied
+	// ("address:127.0.0.1", "domain:example.com"), set only when
+	// ROBOTSGATE_PACE_BY groups otherwise than by host.
+	PaceGroup string `json:"pace_group,omitempty"`
 
 	// DeniedDestination says the verdict disallow came from
 	// ROBOTSGATE_DENY_DESTINATIONS, not from robots.txt.
@@ -119,7 +140,7 @@ const (
 	flushAt = 64 << 10
 	// DefaultMaxRecord bounds a record's line: below the 16 KiB past
 	// which Docker's json-file log driver splits a line. The bounds of
-	// the fields, which README.md lists, add up to less than 12 KiB.
+	// the fields, which README.md lists, add up to less than 14 KiB.
 	DefaultMaxRecord = 16 << 10
 	// MinMaxRecord is the least MaxRecord taken: the short form of any
 	// record fits in it.
@@ -440,8 +461,8 @@ func (w *Writer) Close() error {
 // line, JSON escaping counted; README.md's audit log table lists them.
 const (
 	targetBound = 2048 // url, reading: a request target may take 8 KiB
-	reasonBound = 1024 // reason, error: a few words around a rule, a reading or an origin's answer
-	nameBound   = 512  // user_agent, rule, origin, tunnel, robots_txt
+	reasonBound = 1024 // reason, error, hold_error: a few words around a rule, a reading or an origin's answer
+	nameBound   = 512  // user_agent, rule, origin, tunnel, robots_txt, pace_group (an origin when its lookup failed)
 	stepsBound  = 256  // reading_steps
 	tokenBound  = 128  // client, token, ua_token, credential, group
 	// method, and the proxy's own words (verdict, mode, ...): bounded so
@@ -463,7 +484,7 @@ type text struct {
 }
 
 // texts are r's text fields with their bounds, in the JSON's order.
-func (r *Record) texts() [22]text {
+func (r *Record) texts() [25]text {
 	return [...]text{
 		{"client", &r.Client, tokenBound},
 		{"method", &r.Method, wordBound},
@@ -485,6 +506,9 @@ func (r *Record) texts() [22]text {
 		{"robots_cache", &r.RobotsCache, wordBound},
 		{"crawl_delay_source", &r.CrawlDelaySource, wordBound},
 		{"pace", &r.Pace, wordBound},
+		{"hold_cause", &r.HoldCause, wordBound},
+		{"hold_error", &r.HoldError, reasonBound},
+		{"pace_group", &r.PaceGroup, nameBound},
 		{"mode", &r.Mode, wordBound},
 		{"error", &r.Error, reasonBound},
 	}
@@ -503,7 +527,8 @@ func (r *Record) withinBounds() bool {
 		fits(r.RobotsOutcome, wordBound) && fits(r.Credential, tokenBound) &&
 		(r.UAToken == nil || fits(*r.UAToken, tokenBound)) &&
 		fits(r.Origin, nameBound) && fits(r.Tunnel, nameBound) && fits(r.RobotsCache, wordBound) &&
-		fits(r.CrawlDelaySource, wordBound) && fits(r.Pace, wordBound) && fits(r.Mode, wordBound) &&
+		fits(r.CrawlDelaySource, wordBound) && fits(r.Pace, wordBound) && fits(r.HoldCause, wordBound) &&
+		fits(r.HoldError, reasonBound) && fits(r.PaceGroup, nameBound) && fits(r.Mode, wordBound) &&
 		fits(r.Error, reasonBound)
 }
 

@@ -179,6 +179,57 @@ func TestRecordFieldNames(t *testing.T) {
 	}
 }
 
+// TestHoldFields pins the fields of a request that met an origin's hold:
+// their JSON names, their values (times in RFC 3339 with the sub-second
+// digits the record's time has), and that none is written for a request
+// that met no hold.
+func TestHoldFields(t *testing.T) {
+	at := time.Date(2026, 11, 25, 10, 0, 0, 250_000_000, time.UTC)
+	for _, c := range []struct {
+		name string
+		set  func(r *Record)
+		want map[string]any
+	}{
+		{"no hold", func(*Record) {}, map[string]any{}},
+		{"held by Retry-After, enforce", func(r *Record) {
+			r.Pace, r.Forwarded, r.Status = "held", false, 429
+			r.HoldCause, r.HoldStatus, r.HoldAt, r.HoldUntil = "retry-after", 503, at, at.Add(3*time.Second+125*time.Millisecond)
+		}, map[string]any{
+			"pace": "held", "hold_cause": "retry-after", "hold_status": 503.0,
+			"hold_at": "2026-11-25T10:00:00.25Z", "hold_until": "2026-11-25T10:00:03.375Z",
+		}},
+		{"backoff after refused connections, grouped by address", func(r *Record) {
+			r.Pace, r.Forwarded, r.Status = "backoff", false, 429
+			r.HoldCause, r.HoldError, r.BackoffStep, r.PaceGroup = "backoff", "connection refused", 3, "address:127.0.0.1"
+			r.HoldAt, r.HoldUntil = at.Add(time.Nanosecond), at.Add(4*time.Second)
+		}, map[string]any{
+			"pace": "backoff", "hold_cause": "backoff", "hold_error": "connection refused", "backoff_step": 3.0,
+			"pace_group": "address:127.0.0.1", "hold_at": "2026-11-25T10:00:00.250000001Z", "hold_until": "2026-11-25T10:00:04.25Z",
+		}},
+		{"waited out a hold", func(r *Record) {
+			r.Pace, r.WaitedMS = "waited", 1500
+			r.HoldCause, r.HoldStatus, r.BackoffStep, r.HoldAt, r.HoldUntil = "backoff", 500, 1, at, at.Add(1500*time.Millisecond)
+		}, map[string]any{
+			"pace": "waited", "waited_ms": 1500.0, "hold_cause": "backoff", "hold_status": 500.0, "backoff_step": 1.0,
+			"hold_at": "2026-11-25T10:00:00.25Z", "hold_until": "2026-11-25T10:00:01.75Z",
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &Record{Time: at, Method: "GET", Decision: robots.Decision{URL: "http://h/", Verdict: "allow"}, Mode: "enforce", Forwarded: true, Status: 200}
+			c.set(rec)
+			got := decodeLines(t, string(writeOne(t, rec, Options{})))[0]
+			if got["time"] != "2026-11-25T10:00:00.25Z" {
+				t.Errorf("time = %v", got["time"])
+			}
+			for _, k := range []string{"pace", "waited_ms", "hold_cause", "hold_status", "hold_error", "hold_at", "hold_until", "backoff_step", "pace_group"} {
+				if v, ok := got[k]; v != c.want[k] || ok != (c.want[k] != nil) {
+					t.Errorf("%s = %#v (present: %v), want %#v", k, v, ok, c.want[k])
+				}
+			}
+		})
+	}
+}
+
 // TestConcurrentWritersWholeLines checks that records written from many
 // goroutines come out as whole lines, none lost or interleaved, even when
 // they overflow the buffer several times.

@@ -25,6 +25,7 @@ var fieldBounds = map[string]int{
 	"reading_steps": 256, "robots_txt": 512, "robots_outcome": 64, "credential": 128,
 	"ua_token": 128, "origin": 512, "tunnel": 512, "robots_cache": 64,
 	"crawl_delay_source": 64, "pace": 64, "mode": 64, "error": 1024,
+	"hold_cause": 64, "hold_error": 1024, "pace_group": 512,
 }
 
 // markerRE matches a cut value's marker, capturing the length and hash.
@@ -299,9 +300,11 @@ func worstRecord() *Record {
 		},
 		UAToken: new(string), UAMismatch: true, PathsChecked: true,
 		CrawlDelay: -math.MaxFloat64, CrawlDelayLine: math.MinInt, WaitedMS: -math.MaxFloat64 / 3,
+		HoldStatus: math.MinInt, BackoffStep: math.MinInt,
 		DeniedDestination: true, Forwarded: true, Status: math.MinInt, Upstream: math.MinInt,
 		Bytes: math.MinInt64, Duration: -math.SmallestNonzeroFloat64,
 	}
+	rec.HoldAt, rec.HoldUntil = rec.Time, rec.Time
 	for i := range 10000 {
 		rec.GroupLines = append(rec.GroupLines, math.MinInt+i)
 	}
@@ -320,9 +323,9 @@ func worstRecord() *Record {
 func TestRecordCap(t *testing.T) {
 	rec := worstRecord()
 	line := writeOne(t, rec, Options{})
-	// proxy/audit/README.md says: under 12 KiB.
-	if len(line) >= 12<<10 || len(line) > DefaultMaxRecord {
-		t.Fatalf("the worst record takes %d bytes, want less than 12 KiB and DefaultMaxRecord (%d)", len(line), DefaultMaxRecord)
+	// proxy/audit/README.md says: under 14 KiB.
+	if len(line) >= 14<<10 || len(line) > DefaultMaxRecord {
+		t.Fatalf("the worst record takes %d bytes, want less than 14 KiB and DefaultMaxRecord (%d)", len(line), DefaultMaxRecord)
 	}
 	raw := rawFields(t, line)
 	for name, bound := range fieldBounds {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Bounds of what a report keeps, whatever the log's length.
@@ -19,8 +20,13 @@ const (
 	// crawlerValues is how many User-Agents, tokens and claimed tokens
 	// are counted per crawler, and listed.
 	crawlerValues, crawlerValuesShown = 32, 10
-	// maxIncidents is how many robots.txt incidents are kept per origin.
+	// maxIncidents is how many robots.txt incidents, and how many hold
+	// incidents, are kept per origin.
 	maxIncidents = 20
+	// holdCauseBound, holdErrorBound and paceGroupBound bound, in bytes,
+	// the texts a hold incident keeps, as the audit log bounds them: a
+	// log from elsewhere may hold longer ones.
+	holdCauseBound, holdErrorBound, paceGroupBound = 64, 1024, 512
 	// maxProblems is how many malformed lines are listed.
 	maxProblems = 10
 	// maxCrawlers and maxOrigins bound the crawlers and origins counted
@@ -56,9 +62,16 @@ type record struct {
 	UAMismatch        bool      `json:"ua_mismatch"`
 	Origin            string    `json:"origin"`
 	Pace              string    `json:"pace"`
+	HoldCause         string    `json:"hold_cause"`
+	HoldStatus        int       `json:"hold_status"`
+	HoldError         string    `json:"hold_error"`
+	HoldUntil         time.Time `json:"hold_until"`
+	BackoffStep       int       `json:"backoff_step"`
+	PaceGroup         string    `json:"pace_group"`
 	DeniedDestination bool      `json:"denied_destination"`
 	Mode              string    `json:"mode"`
 	Forwarded         bool      `json:"forwarded"`
+	Upstream          int       `json:"upstream_status"`
 	Bytes             int64     `json:"bytes"`
 }
 
@@ -80,6 +93,7 @@ func (r *record) decode(line []byte) error {
 type kind struct {
 	allowed, refused, wouldBeRefused, denied, errored bool
 	delayed, tooEarly, wouldBeTooEarly                bool
+	held                                              bool // met an origin's hold
 }
 
 func classify(r *record) kind {
@@ -104,13 +118,14 @@ func classify(r *record) kind {
 	switch r.Pace {
 	case "waited", "gone":
 		k.delayed = true
-	case "too_early", "busy", "full":
+	case "too_early", "busy", "full", "held", "backoff":
 		if r.Forwarded {
 			k.wouldBeTooEarly = true
 		} else {
 			k.tooEarly = true
 		}
 	}
+	k.held = r.HoldCause != "" || r.Pace == "held" || r.Pace == "backoff"
 	return k
 }
 
@@ -125,6 +140,7 @@ func (c *Counts) add(r *record, k kind) {
 	count(&c.Delayed, k.delayed)
 	count(&c.TooEarly, k.tooEarly)
 	count(&c.WouldBeTooEarly, k.wouldBeTooEarly)
+	count(&c.Held, k.held)
 	if c.FirstSeen.IsZero() || r.Time.Before(c.FirstSeen) {
 		c.FirstSeen = r.Time
 	}
@@ -142,6 +158,7 @@ func (c *Counts) merge(o *Counts) {
 	c.Delayed += o.Delayed
 	c.TooEarly += o.TooEarly
 	c.WouldBeTooEarly += o.WouldBeTooEarly
+	c.Held += o.Held
 	c.DeniedDestination += o.DeniedDestination
 	c.Errors += o.Errors
 	c.Bytes += o.Bytes
@@ -195,6 +212,10 @@ type originStats struct {
 	incidents []Incident // the last is the one open, if its outcome is the latest seen
 	omitted   int64
 	latest    string // the latest robots.txt outcome seen
+
+	holds        []HoldIncident
+	holdsOmitted int64
+	holdOpen     bool // the last of holds goes on: no answer of the origin ended it
 }
 
 type ruleKey struct {
@@ -268,6 +289,7 @@ func (a *aggregate) add(r *record) {
 	o := a.origin(r.Origin)
 	o.counts.add(r, k)
 	o.noteRobots(r)
+	o.noteHold(r, k)
 	if _, seen := a.pairs[pairKey{c.id, o.id}]; !seen {
 		a.pairs[pairKey{c.id, o.id}] = struct{}{}
 		c.origins++
@@ -370,6 +392,75 @@ func (o *originStats) noteRobots(r *record) {
 	o.incidents = append(o.incidents, Incident{Outcome: outcome, From: r.Time, To: r.Time, Requests: 1, Status: status})
 }
 
+// noteHold follows the spans when the origin held requests back.
+func (o *originStats) noteHold(r *record, k kind) {
+	if !k.held {
+		// The origin's answer ends the span unless it is a failure
+		// backoff counts (which raises the next hold); a request that
+		// never reached the origin says nothing of it.
+		if r.Forwarded && r.Upstream != 0 && !countedFailure(r.Upstream) {
+			o.holdOpen = false
+		}
+		return
+	}
+	cause := r.HoldCause
+	if cause == "" { // a record with the pace alone
+		cause = "backoff"
+		if r.Pace == "held" {
+			cause = "retry-after"
+		}
+	}
+	key := HoldIncident{
+		Cause: cutText(cause, holdCauseBound), Status: r.HoldStatus,
+		Error: cutText(r.HoldError, holdErrorBound), PaceGroup: cutText(r.PaceGroup, paceGroupBound),
+	}
+	var in *HoldIncident
+	if n := len(o.holds); o.holdOpen && n > 0 && o.holds[n-1].Cause == key.Cause && o.holds[n-1].Status == key.Status &&
+		o.holds[n-1].Error == key.Error && o.holds[n-1].PaceGroup == key.PaceGroup {
+		in = &o.holds[n-1]
+		in.From, in.To = minTime(in.From, r.Time), maxTime(in.To, r.Time)
+	} else {
+		if len(o.holds) == maxIncidents {
+			o.holds = slices.Delete(o.holds, 0, 1)
+			o.holdsOmitted++
+		}
+		key.From, key.To = r.Time, r.Time
+		o.holds = append(o.holds, key)
+		o.holdOpen = true
+		in = &o.holds[len(o.holds)-1]
+	}
+	in.Requests++
+	switch {
+	case k.delayed:
+		in.Waited++
+	case r.Forwarded:
+		in.Forwarded++
+	default:
+		in.Refused++
+	}
+	in.HeldUntil = maxTime(in.HeldUntil, r.HoldUntil)
+	in.BackoffStep = max(in.BackoffStep, r.BackoffStep)
+}
+
+// countedFailure reports whether an origin's status counts as a failure
+// for backoff: 429 and every 5xx but 501.
+func countedFailure(status int) bool {
+	return status == 429 || status >= 500 && status <= 599 && status != 501
+}
+
+// cutText cuts s to at most limit bytes, between characters, marking
+// the cut with "…".
+func cutText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
@@ -423,9 +514,13 @@ func (a *aggregate) report(top int) *Report {
 			Origin: o.origin, Others: o.others, Counts: o.counts, Crawlers: o.crawlers, Robots: o.robots,
 			// A copy: the last incident grows in place as reading goes on.
 			Incidents: slices.Clone(o.incidents), IncidentsOmitted: o.omitted,
+			HoldIncidents: slices.Clone(o.holds), HoldIncidentsOmitted: o.holdsOmitted,
 		}
 		if out.Incidents == nil {
 			out.Incidents = []Incident{}
+		}
+		if out.HoldIncidents == nil {
+			out.HoldIncidents = []HoldIncident{}
 		}
 		out.Counts.finish()
 		rep.Origins = append(rep.Origins, out)

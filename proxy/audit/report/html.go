@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"time"
 )
 
 // The page is one file that works offline, opened from disk: its style,
@@ -80,11 +81,15 @@ func WriteHTML(w io.Writer, rep *Report) error {
 	}
 	for i := range rep.Origins {
 		o := &rep.Origins[i]
-		for _, in := range o.Incidents {
-			view.Incidents = append(view.Incidents, originIncident{Origin: o.Origin, Incident: in})
-		}
-		if o.IncidentsOmitted > 0 {
-			view.Incidents = append(view.Incidents, originIncident{Origin: o.Origin, Omitted: o.IncidentsOmitted})
+		for _, in := range incidentRows(o) {
+			row := originIncident{Origin: o.Origin, incidentRow: in}
+			switch {
+			case in.Hold != nil:
+				row.Kind, row.From, row.To, row.Requests = holdKind(in.Hold, 512), in.Hold.From, in.Hold.To, in.Hold.Requests
+			case in.Robots != nil:
+				row.Kind, row.From, row.To, row.Requests = robotsKind(in.Robots), in.Robots.From, in.Robots.To, in.Robots.Requests
+			}
+			view.Incidents = append(view.Incidents, row)
 		}
 	}
 	if err := tmpl.Execute(w, view); err != nil {
@@ -100,11 +105,14 @@ type crawlerValue struct {
 }
 
 // originIncident is a row of the incidents table: an incident, or how
-// many earlier ones were not kept.
+// many earlier ones of a kind were not kept.
 type originIncident struct {
 	Origin string
-	Incident
-	Omitted int64
+	incidentRow
+	// What every incident has: what it was, when, how many requests.
+	Kind     string
+	From, To time.Time
+	Requests int64
 }
 
 // dict passes several values to a sub-template.

@@ -227,7 +227,7 @@ func TestOneIsSingular(t *testing.T) {
 	log := append(encode(t, r), "junk\n"...)
 	_, rep := readLogs(t, Options{}, log, encode(t, allowed(t0.Add(time.Second))))
 	// One incident kept and one omitted, as after many.
-	rep.Origins[0].IncidentsOmitted = 1
+	rep.Origins[0].IncidentsOmitted, rep.Origins[0].HoldIncidentsOmitted = 1, 1
 	var textOut, htmlOut bytes.Buffer
 	if err := WriteText(&textOut, rep); err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestOneIsSingular(t *testing.T) {
 			t.Errorf("the text lacks %q", want)
 		}
 	}
-	for _, want := range []string{"</code>: 2 lines", "</code>: 1 line<", "and 1 earlier incident<"} {
+	for _, want := range []string{"</code>: 2 lines", "</code>: 1 line<", "and 1 earlier robots.txt incident<", "and 1 earlier hold incident<"} {
 		if !strings.Contains(htmlOut.String(), want) {
 			t.Errorf("the HTML lacks %q", want)
 		}

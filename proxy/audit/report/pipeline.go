@@ -11,7 +11,7 @@ import (
 
 // Decoding JSON is most of a report's work, so lines are decoded by one
 // worker per CPU, in batches, and counted in the order they were read:
-// malformed lines and robots.txt incidents come out as the log has them.
+// malformed lines and incidents come out as the log has them.
 
 const batchBytes = 256 << 10
 

@@ -40,12 +40,21 @@ func fullReport(t *testing.T) *Report {
 			r.RobotsOutcome, r.RobotsStatus, r.Forwarded = "unreachable", 503, true
 		}
 		recs = append(recs, r)
+		// Holds of the origin, each of another status: more incidents
+		// than an origin keeps.
+		if i < maxIncidents+4 {
+			h := allowed(r.Time)
+			h.Credential, h.Pace, h.Forwarded, h.Status = "acme", "backoff", false, 429
+			h.HoldCause, h.HoldStatus, h.BackoffStep, h.PaceGroup = "backoff", 500+i, i+1, "address:127.0.0.1"
+			h.HoldAt, h.HoldUntil = r.Time, r.Time.Add(time.Minute)
+			recs = append(recs, h)
+		}
 	}
 	log = append(append(log, encode(t, recs...)...), "junk\n{"...)
 	_, rep := readLogs(t, Options{Filter: Filter{Since: t0.Add(-time.Hour), Tokens: []string{"acme", "GPTBot", "bingbot"}}}, log)
 	omitted, overcount := false, rep.TopPaths[len(rep.TopPaths)-1].Overcount > 0
 	for _, o := range rep.Origins {
-		omitted = omitted || o.IncidentsOmitted > 0
+		omitted = omitted || o.IncidentsOmitted > 0 && o.HoldIncidentsOmitted > 0
 	}
 	for _, c := range rep.Crawlers {
 		overcount = overcount && (c.By == "token" || c.UserAgents[0].Overcount > 0)
@@ -98,6 +107,7 @@ func hostileReport(t *testing.T) *Report {
 		r := refused(t0.Add(time.Duration(i) * time.Second))
 		r.UserAgent, r.Token, r.URL, r.Origin, r.Rule, r.Group = v+"ua", v+"tok", v+"url", v+"origin", v+"rule", v+"group"
 		r.RobotsOutcome, r.RobotsStatus = "unreachable", 503
+		r.Pace, r.HoldCause, r.HoldError, r.PaceGroup = "backoff", "backoff", v+"holderr", v+"pacegroup"
 		// The same under a credential, whose User-Agent claims a token.
 		cred := r
 		claimed := v + "claimed"
@@ -137,7 +147,7 @@ func TestWriteTextIsSafe(t *testing.T) {
 		t.Error("a 10 KB value is shown whole")
 	}
 	// The values are shown, made safe, not dropped.
-	for _, want := range []string{"\uFFFD[31mred", "abc\uFFFDdcba", scriptTag + "ua", "tab\uFFFDhere", strings.Repeat("A", 100) + "…"} {
+	for _, want := range []string{"\uFFFD[31mred", "abc\uFFFDdcba", scriptTag + "ua", scriptTag + "holderr", "\uFFFD[31mred\uFFFD[0m\uFFFD]0;title\uFFFDpacegroup", "tab\uFFFDhere", strings.Repeat("A", 100) + "…"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the text lacks %q", want)
 		}
@@ -218,7 +228,7 @@ func TestWriteHTMLEscapes(t *testing.T) {
 		}
 	}
 	// Each value is on the page, escaped.
-	for _, field := range []string{"ua", "url", "origin", "rule", "group", "cred", "claimed"} {
+	for _, field := range []string{"ua", "url", "origin", "rule", "group", "cred", "claimed", "holderr", "pacegroup"} {
 		for _, v := range []string{scriptTag, imgTag} {
 			escaped := html.EscapeString(v + field)
 			if !strings.Contains(page, escaped) {

@@ -1,7 +1,8 @@
 // Package report reads robotsgate's audit log and sums it up for an
 // auditor: which crawlers came, how often each tried to fetch what
 // robots.txt forbids, on which origins and rules, when robots.txt failed,
-// and which crawlers named themselves other than they are.
+// when origins held requests back (Retry-After, backoff), and which
+// crawlers named themselves other than they are.
 //
 // A [Reader] streams any number of log files (plain or gzip) in memory
 // bounded by the number of distinct crawlers and origins: the top rules
@@ -92,13 +93,19 @@ type Counts struct {
 	// share of judged requests robots.txt allowed. Absent when none was
 	// judged.
 	Compliance *float64 `json:"compliance,omitempty"`
-	// Delayed were held until their Crawl-delay slot (wait mode).
+	// Delayed were held until their Crawl-delay slot, or until the
+	// origin's hold ended (wait mode).
 	Delayed int64 `json:"delayed"`
 	// TooEarly were answered 429 for coming before their Crawl-delay
-	// slot or past the origin's connection bound; WouldBeTooEarly were
-	// forwarded anyway (pacing in audit mode).
+	// slot, past the origin's connection bound or while the origin held
+	// requests back; WouldBeTooEarly were forwarded anyway (pacing in
+	// audit mode).
 	TooEarly        int64 `json:"too_early"`
 	WouldBeTooEarly int64 `json:"would_be_too_early"`
+	// Held met an origin's hold (its Retry-After, or a backoff after its
+	// failures), whatever pacing then did: each also counts in TooEarly,
+	// Delayed or WouldBeTooEarly.
+	Held int64 `json:"held"`
 	// DeniedDestination were refused by ROBOTSGATE_DENY_DESTINATIONS, not
 	// by robots.txt; they count in neither Refused nor Compliance.
 	DeniedDestination int64 `json:"denied_destination"`
@@ -156,6 +163,11 @@ type Origin struct {
 	// many earlier ones were not.
 	Incidents        []Incident `json:"robots_incidents"`
 	IncidentsOmitted int64      `json:"robots_incidents_omitted,omitempty"`
+	// HoldIncidents are the spans, in log order, when the origin held
+	// requests back; the latest few are kept and HoldIncidentsOmitted
+	// says how many earlier ones were not.
+	HoldIncidents        []HoldIncident `json:"hold_incidents"`
+	HoldIncidentsOmitted int64          `json:"hold_incidents_omitted,omitempty"`
 }
 
 // RobotsOutcomes counts requests by robots.txt outcome.
@@ -181,6 +193,34 @@ type Incident struct {
 	To       time.Time `json:"to"`
 	Requests int64     `json:"requests"`
 	Status   int       `json:"robots_status,omitempty"` // the last HTTP status seen, if any
+}
+
+// HoldIncident is a span of requests that met one kind of hold of their
+// origin (the same cause, status, connection failure and pace group),
+// without an answer of the origin between them that was no counted
+// failure: an origin's failure behind a new step of its backoff does not
+// end the span, its recovery does.
+type HoldIncident struct {
+	Cause  string `json:"cause"`            // retry-after or backoff
+	Status int    `json:"status,omitempty"` // the origin's status that set the holds
+	// Error is the connection failure that set them, in a few words.
+	Error string `json:"error,omitempty"`
+	// PaceGroup is the group held ("address:127.0.0.1"), when
+	// ROBOTSGATE_PACE_BY groups otherwise than by host.
+	PaceGroup string    `json:"pace_group,omitempty"`
+	From      time.Time `json:"from"`
+	To        time.Time `json:"to"`
+	// Requests met the hold: Refused were answered 429 without reaching
+	// the origin (enforce), Waited were held until it ended (wait mode),
+	// Forwarded were sent to the origin anyway (audit mode).
+	Requests  int64 `json:"requests"`
+	Refused   int64 `json:"refused"`
+	Waited    int64 `json:"waited"`
+	Forwarded int64 `json:"forwarded"`
+	// HeldUntil is the latest end of a hold seen, BackoffStep the most
+	// failures in a row seen.
+	HeldUntil   time.Time `json:"held_until,omitzero"`
+	BackoffStep int       `json:"backoff_step,omitempty"`
 }
 
 // RuleCount is a rule that refused requests.

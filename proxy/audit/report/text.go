@@ -132,6 +132,8 @@ func (t *textWriter) summary(rep *Report) {
 		number(c.Requests), number(c.Allowed), number(c.Refused), number(c.WouldBeRefused), percent(c.Compliance))
 	t.printf("Pacing:     %s delayed, %s too early (429), %s would be too early (audit mode)\n",
 		number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly))
+	t.printf("Held:       %s the origin's hold (its Retry-After, or backoff after its failures)\n",
+		Plural(c.Held, "request met", "requests met"))
 	t.printf("Other:      %s refused by ROBOTSGATE_DENY_DESTINATIONS, %s without a verdict; %s relayed\n",
 		number(c.DeniedDestination), number(c.Errors), bytesWords(c.Bytes))
 	t.printf("Seen:       %s, %s\n", Plural(int64(len(rep.Crawlers)), "crawler", "crawlers"), Plural(int64(len(rep.Origins)), "origin", "origins"))
@@ -155,24 +157,34 @@ func describeFilter(f Filter) string {
 }
 
 // countHeader names the columns every crawler and origin row has,
-// countCells fills them.
-var countHeader = []string{"REQUESTS", "ALLOWED", "REFUSED", "WOULD-BE", "COMPLIANCE", "DELAYED", "429", "WOULD-429", "BYTES"}
-
-func countCells(c *Counts) []string {
-	return []string{
-		number(c.Requests), number(c.Allowed), number(c.Refused), number(c.WouldBeRefused), percent(c.Compliance),
-		number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly), bytesWords(c.Bytes),
+// countCells fills them; held adds HELD, which an origin's row has.
+func countHeader(held bool) []string {
+	h := []string{"REQUESTS", "ALLOWED", "REFUSED", "WOULD-BE", "COMPLIANCE", "DELAYED", "429", "WOULD-429"}
+	if held {
+		h = append(h, "HELD")
 	}
+	return append(h, "BYTES")
+}
+
+func countCells(c *Counts, held bool) []string {
+	cells := []string{
+		number(c.Requests), number(c.Allowed), number(c.Refused), number(c.WouldBeRefused), percent(c.Compliance),
+		number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly),
+	}
+	if held {
+		cells = append(cells, number(c.Held))
+	}
+	return append(cells, bytesWords(c.Bytes))
 }
 
 func (t *textWriter) crawlers(rep *Report) {
-	header := append(append([]string{"CRAWLER", "BY"}, countHeader...), "ORIGINS", "UA-MISMATCH", "FIRST SEEN", "LAST SEEN")
+	header := append(append([]string{"CRAWLER", "BY"}, countHeader(false)...), "ORIGINS", "UA-MISMATCH", "FIRST SEEN", "LAST SEEN")
 	var rows, agents [][]string
 	var liars [][]string
 	for i := range rep.Crawlers {
 		c := &rep.Crawlers[i]
 		name := crawlerName(c)
-		row := append(append([]string{name, c.By}, countCells(&c.Counts)...),
+		row := append(append([]string{name, c.By}, countCells(&c.Counts, false)...),
 			number(int64(c.Origins)), number(c.UAMismatches), formatTime(c.FirstSeen), formatTime(c.LastSeen))
 		rows = append(rows, row)
 		for _, ua := range c.UserAgents {
@@ -203,27 +215,104 @@ func crawlerName(c *Crawler) string {
 }
 
 func (t *textWriter) origins(rep *Report) {
-	header := append(append([]string{"ORIGIN"}, countHeader...), "CRAWLERS", "ROBOTS OK", "4XX", "RESTRICTED", "UNREACHABLE", "STALE")
+	header := append(append([]string{"ORIGIN"}, countHeader(true)...), "CRAWLERS", "ROBOTS OK", "4XX", "RESTRICTED", "UNREACHABLE", "STALE")
 	var rows, incidents [][]string
 	for i := range rep.Origins {
 		o := &rep.Origins[i]
 		r := o.Robots
-		rows = append(rows, append(append([]string{clean(o.Origin, 200)}, countCells(&o.Counts)...), number(int64(o.Crawlers)),
+		origin := clean(o.Origin, 200)
+		rows = append(rows, append(append([]string{origin}, countCells(&o.Counts, true)...), number(int64(o.Crawlers)),
 			number(r.OK), number(r.Unavailable), number(r.Restricted), number(r.Unreachable), number(r.Stale)))
-		for _, in := range o.Incidents {
-			status := "-"
-			if in.Status != 0 {
-				status = strconv.Itoa(in.Status)
+		for _, in := range incidentRows(o) {
+			switch {
+			case in.Omitted > 0:
+				incidents = append(incidents, []string{origin, "", "", "", "", "", "", "", "... " + Plural(in.Omitted, in.OmittedOne, in.OmittedMany)})
+			case in.Hold != nil:
+				h := in.Hold
+				incidents = append(incidents, []string{origin, formatTime(h.From), formatTime(h.To), number(h.Requests),
+					number(h.Refused), number(h.Waited), number(h.Forwarded), formatTime(h.HeldUntil), holdKind(h, 200)})
+			default:
+				r := in.Robots
+				incidents = append(incidents, []string{origin, formatTime(r.From), formatTime(r.To), number(r.Requests),
+					"-", "-", "-", "-", robotsKind(r)})
 			}
-			incidents = append(incidents, []string{clean(o.Origin, 200), in.Outcome, status, formatTime(in.From), formatTime(in.To), number(in.Requests)})
-		}
-		if o.IncidentsOmitted > 0 {
-			incidents = append(incidents, []string{clean(o.Origin, 200), "...", "", "", "", number(o.IncidentsOmitted) + " earlier"})
 		}
 	}
 	t.table("ORIGINS", columns{nameFirst: true}, header, rows)
-	t.table("ROBOTS.TXT INCIDENTS (spans when robots.txt was not fetched fine)", columns{nameFirst: true},
-		[]string{"ORIGIN", "OUTCOME", "STATUS", "FROM", "TO", "REQUESTS"}, incidents)
+	t.table("INCIDENTS (robots.txt not fetched fine; the origin holding requests back: its Retry-After, or backoff after its failures)",
+		columns{true, true}, []string{"ORIGIN", "FROM", "TO", "REQUESTS", "429", "WAITED", "FORWARDED", "HELD UNTIL", "INCIDENT"}, incidents)
+}
+
+// incidentRow is a row of the incidents table: a robots.txt incident, a
+// hold incident, or how many earlier ones of a kind were not kept.
+type incidentRow struct {
+	Robots                  *Incident
+	Hold                    *HoldIncident
+	Omitted                 int64
+	OmittedOne, OmittedMany string
+}
+
+// incidentRows are an origin's incidents, robots.txt's and holds
+// together by their start, after the note of those not kept.
+func incidentRows(o *Origin) []incidentRow {
+	var rows []incidentRow
+	if o.IncidentsOmitted > 0 {
+		rows = append(rows, incidentRow{Omitted: o.IncidentsOmitted, OmittedOne: "earlier robots.txt incident", OmittedMany: "earlier robots.txt incidents"})
+	}
+	if o.HoldIncidentsOmitted > 0 {
+		rows = append(rows, incidentRow{Omitted: o.HoldIncidentsOmitted, OmittedOne: "earlier hold incident", OmittedMany: "earlier hold incidents"})
+	}
+	robots, holds := o.Incidents, o.HoldIncidents
+	for len(robots) > 0 || len(holds) > 0 {
+		if len(holds) == 0 || len(robots) > 0 && !holds[0].From.Before(robots[0].From) {
+			rows = append(rows, incidentRow{Robots: &robots[0]})
+			robots = robots[1:]
+		} else {
+			rows = append(rows, incidentRow{Hold: &holds[0]})
+			holds = holds[1:]
+		}
+	}
+	return rows
+}
+
+// robotsKind says what a robots.txt incident was: "robots.txt
+// unreachable: 503".
+func robotsKind(in *Incident) string {
+	kind := "robots.txt " + clean(in.Outcome, 40)
+	if in.Status != 0 {
+		kind += ": " + strconv.Itoa(in.Status)
+	}
+	return kind
+}
+
+// holdKind says what held an origin's requests back: "held: 503
+// Retry-After", "backoff: 500, step up to 4", "backoff: connection
+// refused, step up to 2"; the group, when there is one, follows. Texts
+// from the log are cleaned and cut at limit runes.
+func holdKind(h *HoldIncident, limit int) string {
+	var what string
+	switch {
+	case h.Status != 0 && h.Error != "":
+		what = strconv.Itoa(h.Status) + " (" + clean(h.Error, limit) + ")"
+	case h.Status != 0:
+		what = strconv.Itoa(h.Status)
+	default:
+		what = clean(h.Error, limit)
+	}
+	kind := clean(h.Cause, 40)
+	if h.Cause == "retry-after" {
+		kind, what = "held", strings.TrimSpace(what+" Retry-After")
+	}
+	if what != "" {
+		kind += ": " + what
+	}
+	if h.BackoffStep > 0 {
+		kind += ", step up to " + strconv.Itoa(h.BackoffStep)
+	}
+	if h.PaceGroup != "" {
+		kind += " (group " + clean(h.PaceGroup, limit) + ")"
+	}
+	return kind
 }
 
 func (t *textWriter) rules(rep *Report) {

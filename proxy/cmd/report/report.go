@@ -46,7 +46,8 @@ const usage = `usage: robotsgate report [-format text|json|html] [-o FILE] [-sin
 Reads robotsgate audit logs (standard input when no file is given; gzip is
 read transparently; several files are one log, as after rotation) and
 reports per crawler (its credential, else its product token), per origin,
-the top refused rules and URLs, robots.txt incidents and the timeline.
+the top refused rules and URLs, incidents (robots.txt failing, origins
+holding requests back) and the timeline.
 
 T is a time: 2026-11-25T10:00:00Z (RFC 3339), 2026-11-25 10:00, or
 2026-11-25 (local time without a zone), or a duration back from now: 90m,
