@@ -31,7 +31,7 @@ const (
 // their way when the origin first failed say nothing new. A success of a
 // request sent after the raise halves the pause, and the state is
 // forgotten once the hold is over and as long again as the pause has
-// passed without a failure.
+// passed without a failure (two seconds at least).
 //
 // The state machine is holdState's fail and succeed, on wall-clock
 // microseconds so that a fleet's instances, whose clocks agree to well
@@ -87,9 +87,19 @@ func (s holdState) fail(f failure, base, limit int64) holdState {
 		s.until, s.at, s.status, s.failure = until, f.now, int32(f.status), f.why
 		s.retryAfter = f.retryAfter >= 0
 	}
-	s.forget = s.until + s.pause
+	s.forget = s.until + quiet(s.pause)
 	return s
 }
+
+// minQuiet is the least quiet period that forgets a run of failures: a
+// client that obeys a Retry-After, which counts whole seconds rounded up,
+// comes back up to a second after the hold ends, and its failure must
+// still continue the run.
+const minQuiet = 2_000_000
+
+// quiet is how long after its hold a run with pause is forgotten when no
+// failure comes.
+func quiet(pause int64) int64 { return max(pause, minQuiet) }
 
 // succeed steps s for a success at now of a request sent at sent: the
 // pause halves, below base it is gone; a hold in force stays.
@@ -104,8 +114,10 @@ func (s holdState) succeed(now, sent, base int64) holdState {
 	s.pause /= 2
 	if s.step == 0 || s.pause < base {
 		s.step, s.pause = 0, 0
+		s.forget = max(s.until, now)
+		return s
 	}
-	s.forget = max(s.until, now) + s.pause
+	s.forget = max(s.until, now) + quiet(s.pause)
 	return s
 }
 
@@ -272,7 +284,7 @@ func (p *Pacer) keepHold(key uint64, st holdState, now int64) {
 	old, known := s.holds[key]
 	if known && old.until > st.until {
 		st.until, st.at, st.status, st.failure, st.retryAfter = old.until, old.at, old.status, old.failure, old.retryAfter
-		st.forget = max(st.forget, st.until+st.pause)
+		st.forget = max(st.forget, st.until+quiet(st.pause))
 	}
 	if st.forget <= now {
 		if known {
@@ -405,7 +417,7 @@ func (p *Pacer) stepHold(ctx context.Context, group string, step func(holdState)
 			// What this process held while the store failed still holds.
 			if own.until > st.until {
 				st.until, st.at, st.status, st.failure, st.retryAfter = own.until, own.at, own.status, own.failure, own.retryAfter
-				st.forget = max(st.forget, st.until+st.pause)
+				st.forget = max(st.forget, st.until+quiet(st.pause))
 			}
 			next := step(st)
 			now := unixMicros(time.Now())

@@ -77,9 +77,13 @@ func TestHoldStateRetryAfter(t *testing.T) {
 	if long.until != now+limit {
 		t.Fatalf("Retry-After: 86400 is not capped: %d", long.until-now)
 	}
-	// The quiet period after the hold is the pause.
-	if st.forget != st.until+st.pause {
-		t.Fatalf("forget at %d, want %d", st.forget, st.until+st.pause)
+	// The quiet period after the hold is the pause, two seconds at least:
+	// a client obeying a whole-second Retry-After comes back within it.
+	if st.pause != s || st.forget != st.until+2*s {
+		t.Fatalf("pause %d, forget at %d, want %d", st.pause, st.forget, st.until+2*s)
+	}
+	if got := st.fail(failure{now: st.until + s, sent: st.until + s, status: 500, retryAfter: -1}, base, limit); got.step != 2 {
+		t.Fatalf("a failure a second after the hold starts a new run: step %d", got.step)
 	}
 	if got := st.fail(failure{now: st.forget, sent: st.forget, status: 500, retryAfter: -1}, base, limit); got.step != 1 {
 		t.Fatalf("a failure after the quiet period continues the old run: step %d", got.step)
