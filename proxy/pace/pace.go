@@ -326,13 +326,14 @@ type Admission struct {
 	ByFactor bool
 
 	p *Pacer
-	// group is the pace group (see Grouper) the request went to.
-	group    string
-	key      uint64
-	client   uint64 // the hash of the client charged for key's schedule
-	slot     int64  // the start this request took in the Pacer's own schedule; -1 for none
-	interval int64
-	origin   uint64
+	// group is the pace group (see Grouper) the request went to,
+	// originName its own origin, clientName who sent it (Identity.Client).
+	group, originName, clientName string
+	key                           uint64
+	client                        uint64 // the hash of the client charged for key's schedule
+	slot                          int64  // the start this request took in the Pacer's own schedule; -1 for none
+	interval                      int64
+	origin                        uint64
 	// sharedKey names the Shared schedule sharedSlot was taken on; "" for
 	// none.
 	sharedKey  string
@@ -351,15 +352,16 @@ func (a *Admission) Allowed() bool {
 	return false
 }
 
-// Admit paces one request of who to group (its origin, or the group of
-// hosts it shares a pace with: see Grouper) with delay d. In ModeWait it
-// may hold the request, until ctx ends at the latest.
-func (p *Pacer) Admit(ctx context.Context, group string, who Identity, d Delay) Admission {
+// Admit paces one request of who to origin with delay d, origin sharing
+// its pace with group: itself, or the group of hosts it is paced with
+// (see Grouper). In ModeWait it may hold the request, until ctx ends at
+// the latest.
+func (p *Pacer) Admit(ctx context.Context, origin, group string, who Identity, d Delay) Admission {
 	a := Admission{p: p, slot: -1}
 	if p == nil || p.opts.Mode == ModeOff {
 		return a
 	}
-	a.group = group
+	a.group, a.originName, a.clientName = group, origin, who.Client
 	var deadline time.Time
 	if p.opts.Mode == ModeWait {
 		deadline = time.Now().Add(p.opts.MaxWait)
