@@ -235,6 +235,7 @@ func TestHoldsHostileValues(t *testing.T) {
 		{"hexadecimal", hset(raw, map[string]string{"v": "0x10", "s": "x"})},
 		{"exponent", hset(raw, map[string]string{"v": "1e3", "s": "x"})},
 		{"spaces", hset(raw, map[string]string{"v": " 5", "s": "x"})},
+		{"2^53", hset(raw, map[string]string{"v": "9007199254740992", "s": "x"})},
 		{"beyond 2^53", hset(raw, map[string]string{"v": "9007199254740993", "s": "x"})},
 		{"state too long", hset(raw, map[string]string{"v": "5", "s": strings.Repeat("x", fleet.MaxHoldBytes+1)})},
 	}
@@ -276,7 +277,7 @@ func TestHoldsBounds(t *testing.T) {
 		{"group too long", long + "g", "s", 0},
 		{"state too long", "g", long + "s", 0},
 		{"negative version", "g", "s", -1},
-		{"version beyond 2^53", "g", "s", 1<<53 + 1},
+		{"version 2^53", "g", "s", 1 << 53},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			stored, err := h.Store(t.Context(), tt.group, []byte(tt.state), tt.version, time.Minute)
@@ -300,6 +301,36 @@ func TestHoldsBounds(t *testing.T) {
 	}
 	if keys := srv.Keys(fleet.DefaultPrefix + "hold:"); len(keys) != 1 {
 		t.Errorf("hold keys = %d; want one, at the bound", len(keys))
+	}
+}
+
+// TestHoldsVersionAtTheTop: another writer's version of 2^53-1, the
+// largest, is stepped from as any other, and compare-and-set holds past
+// it: cur+1 would be 2^53, and past it a Lua number rounds.
+func TestHoldsVersionAtTheTop(t *testing.T) {
+	srv := startRedis(t)
+	c, _ := newClient(t, srv, fleet.Options{})
+	h := c.Holds()
+	const group, top = "g", 1<<53 - 1
+	if err := hset(srv.Raw(0), map[string]string{"v": strconv.FormatInt(top, 10), "s": "x"})(t.Context(), fleet.DefaultPrefix+"hold:"+group); err != nil {
+		t.Fatal(err)
+	}
+	if state, version := load(t, h, group); state != "x" || version != top {
+		t.Fatalf("Load = %q, %d; want %q, %d", state, version, "x", int64(top))
+	}
+	version := int64(top)
+	for i := range 3 {
+		if !store(t, h, group, "mine", version) {
+			t.Fatalf("Store %d on version %d refused", i, version)
+		}
+		state, next := load(t, h, group)
+		if state != "mine" || next <= 0 || next == version {
+			t.Fatalf("Load after Store %d on version %d = %q, %d; want the state, another version", i, version, state, next)
+		}
+		if store(t, h, group, "stale", version) {
+			t.Fatalf("a second Store on version %d succeeded", version)
+		}
+		version = next
 	}
 }
 
