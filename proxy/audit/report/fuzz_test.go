@@ -55,7 +55,7 @@ func FuzzRead(f *testing.F) {
 			var held int64
 			for _, h := range o.HoldIncidents {
 				held += h.Requests
-				if h.Refused+h.Waited+h.Forwarded != h.Requests || h.From.After(h.To) {
+				if h.Refused+h.Waited+h.Gone+h.Forwarded != h.Requests || h.From.After(h.To) {
 					t.Fatalf("hold incident %+v does not add up", h)
 				}
 			}

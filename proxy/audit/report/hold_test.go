@@ -95,13 +95,13 @@ func TestHoldIncidentsShown(t *testing.T) {
 	}
 	txt := out.String()
 	rows := []string{
-		`https://shop\.example\s+2026-11-25 10:00:02Z\s+2026-11-25 10:00:04Z\s+4\s+2\s+1\s+1\s+2026-11-25 10:00:04Z held: 503 Retry-After`,
-		`https://shop\.example\s+2026-11-25 10:00:06Z\s+2026-11-25 10:00:06Z\s+1\s+-\s+-\s+-\s+- robots\.txt unreachable: 503`,
-		`https://shop\.example\s+2026-11-25 10:00:07Z\s+2026-11-25 10:00:10Z\s+3\s+3\s+0\s+0\s+2026-11-25 10:00:11Z backoff: 500, step up to 2`,
-		`https://shop\.example\s+2026-11-25 10:00:13Z\s+2026-11-25 10:00:13Z\s+1\s+1\s+0\s+0\s+2026-11-25 10:00:20Z backoff: 500, step up to 3`,
-		`https://shop\.example\s+2026-11-25 10:00:14Z\s+2026-11-25 10:00:14Z\s+1\s+1\s+0\s+0\s+2026-11-25 10:00:15Z backoff: connection refused, step up to 1 \(group address:127\.0\.0\.1\)`,
-		`https://shop\.example\s+2026-11-25 10:00:15Z\s+2026-11-25 10:00:15Z\s+1\s+1\s+0\s+0\s+- held: Retry-After`,
-		`https://news\.example\s+2026-11-25 10:00:02Z\s+2026-11-25 10:00:02Z\s+1\s+1\s+0\s+0\s+2026-11-25 11:00:00Z held: 429 Retry-After`,
+		`https://shop\.example\s+2026-11-25 10:00:02Z\s+2026-11-25 10:00:04Z\s+4\s+2\s+1\s+0\s+1\s+2026-11-25 10:00:04Z held: 503 Retry-After`,
+		`https://shop\.example\s+2026-11-25 10:00:06Z\s+2026-11-25 10:00:06Z\s+1\s+-\s+-\s+-\s+-\s+- robots\.txt unreachable: 503`,
+		`https://shop\.example\s+2026-11-25 10:00:07Z\s+2026-11-25 10:00:10Z\s+3\s+3\s+0\s+0\s+0\s+2026-11-25 10:00:11Z backoff: 500, step up to 2`,
+		`https://shop\.example\s+2026-11-25 10:00:13Z\s+2026-11-25 10:00:13Z\s+1\s+1\s+0\s+0\s+0\s+2026-11-25 10:00:20Z backoff: 500, step up to 3`,
+		`https://shop\.example\s+2026-11-25 10:00:14Z\s+2026-11-25 10:00:14Z\s+1\s+1\s+0\s+0\s+0\s+2026-11-25 10:00:15Z backoff: connection refused, step up to 1 \(group address:127\.0\.0\.1\)`,
+		`https://shop\.example\s+2026-11-25 10:00:15Z\s+2026-11-25 10:00:15Z\s+1\s+1\s+0\s+0\s+0\s+- held: Retry-After`,
+		`https://news\.example\s+2026-11-25 10:00:02Z\s+2026-11-25 10:00:02Z\s+1\s+1\s+0\s+0\s+0\s+2026-11-25 11:00:00Z held: 429 Retry-After`,
 	}
 	var at []int
 	for _, row := range rows {
@@ -126,13 +126,13 @@ func TestHoldIncidentsShown(t *testing.T) {
 	p := renderPage(t, rep)
 	got := p.rows(t, "incidents")
 	wantHTML := [][]string{
-		{"https://shop.example", "held: 503 Retry-After", "2026-11-25 10:00:02Z", "2026-11-25 10:00:04Z", "4", "2", "1", "1", "2026-11-25 10:00:04Z"},
-		{"https://shop.example", "robots.txt unreachable: 503", "2026-11-25 10:00:06Z", "2026-11-25 10:00:06Z", "1", "-", "-", "-", "-"},
-		{"https://shop.example", "backoff: 500, step up to 2", "2026-11-25 10:00:07Z", "2026-11-25 10:00:10Z", "3", "3", "0", "0", "2026-11-25 10:00:11Z"},
-		{"https://shop.example", "backoff: 500, step up to 3", "2026-11-25 10:00:13Z", "2026-11-25 10:00:13Z", "1", "1", "0", "0", "2026-11-25 10:00:20Z"},
-		{"https://shop.example", "backoff: connection refused, step up to 1 (group address:127.0.0.1)", "2026-11-25 10:00:14Z", "2026-11-25 10:00:14Z", "1", "1", "0", "0", "2026-11-25 10:00:15Z"},
-		{"https://shop.example", "held: Retry-After", "2026-11-25 10:00:15Z", "2026-11-25 10:00:15Z", "1", "1", "0", "0", "-"},
-		{"https://news.example", "held: 429 Retry-After", "2026-11-25 10:00:02Z", "2026-11-25 10:00:02Z", "1", "1", "0", "0", "2026-11-25 11:00:00Z"},
+		{"https://shop.example", "held: 503 Retry-After", "2026-11-25 10:00:02Z", "2026-11-25 10:00:04Z", "4", "2", "1", "0", "1", "2026-11-25 10:00:04Z"},
+		{"https://shop.example", "robots.txt unreachable: 503", "2026-11-25 10:00:06Z", "2026-11-25 10:00:06Z", "1", "-", "-", "-", "-", "-"},
+		{"https://shop.example", "backoff: 500, step up to 2", "2026-11-25 10:00:07Z", "2026-11-25 10:00:10Z", "3", "3", "0", "0", "0", "2026-11-25 10:00:11Z"},
+		{"https://shop.example", "backoff: 500, step up to 3", "2026-11-25 10:00:13Z", "2026-11-25 10:00:13Z", "1", "1", "0", "0", "0", "2026-11-25 10:00:20Z"},
+		{"https://shop.example", "backoff: connection refused, step up to 1 (group address:127.0.0.1)", "2026-11-25 10:00:14Z", "2026-11-25 10:00:14Z", "1", "1", "0", "0", "0", "2026-11-25 10:00:15Z"},
+		{"https://shop.example", "held: Retry-After", "2026-11-25 10:00:15Z", "2026-11-25 10:00:15Z", "1", "1", "0", "0", "0", "-"},
+		{"https://news.example", "held: 429 Retry-After", "2026-11-25 10:00:02Z", "2026-11-25 10:00:02Z", "1", "1", "0", "0", "0", "2026-11-25 11:00:00Z"},
 	}
 	if !reflect.DeepEqual(got, wantHTML) {
 		t.Errorf("#incidents rows\n got %q\nwant %q", got, wantHTML)
@@ -171,10 +171,10 @@ func TestHoldIncidentsBounded(t *testing.T) {
 		if in.Status != 500+i || !in.From.Equal(holdAt(float64(i))) || in.Requests != 1 {
 			t.Errorf("incident %d: %+v, want status %d from second %d", k, in, 500+i, i)
 		}
-		if len(in.Error) > holdErrorBound || len(in.PaceGroup) > paceGroupBound || !utf8.ValidString(in.Error) || !utf8.ValidString(in.PaceGroup) ||
+		if len(in.Error) > holdErrorBound || len(in.PaceGroup) > nameBound || !utf8.ValidString(in.Error) || !utf8.ValidString(in.PaceGroup) ||
 			!strings.HasSuffix(in.Error, "é…") || !strings.HasPrefix(in.PaceGroup, "domain:é") {
 			t.Errorf("incident %d keeps an error of %d bytes and a group of %d, want them cut whole characters within %d and %d",
-				k, len(in.Error), len(in.PaceGroup), holdErrorBound, paceGroupBound)
+				k, len(in.Error), len(in.PaceGroup), holdErrorBound, nameBound)
 		}
 	}
 }
