@@ -94,7 +94,7 @@ type Counts struct {
 	// judged.
 	Compliance *float64 `json:"compliance,omitempty"`
 	// Delayed were held until their Crawl-delay slot, or until the
-	// origin's hold ended (wait mode).
+	// origin's hold ended (wait mode), or until their client hung up.
 	Delayed int64 `json:"delayed"`
 	// TooEarly were answered 429 for coming before their Crawl-delay
 	// slot, past the origin's connection bound or while the origin held
