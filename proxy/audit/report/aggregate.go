@@ -442,7 +442,7 @@ func (o *originStats) noteRobots(r *record) {
 // Records that met a hold set before that success still count in the
 // span they belong to: those released together at a hold's end, and
 // logged one after the other.
-func (o *originStats) noteHold(r *record, k kind, texts *texts) {
+func (o *originStats) noteHold(r *record, k kind, shared *texts) {
 	success := r.Forwarded && r.Upstream != 0 && !countedFailure(r.Upstream)
 	if !k.held {
 		if success {
@@ -458,8 +458,8 @@ func (o *originStats) noteHold(r *record, k kind, texts *texts) {
 		}
 	}
 	key := HoldIncident{
-		Cause: texts.keep(cause, holdCauseBound), Status: r.HoldStatus, Error: texts.keep(r.HoldError, holdErrorBound),
-		PaceGroup: texts.keep(r.PaceGroup, nameBound), HoldOrigin: texts.keep(r.HoldOrigin, nameBound),
+		Cause: shared.keep(cause, holdCauseBound), Status: r.HoldStatus, Error: shared.keep(r.HoldError, holdErrorBound),
+		PaceGroup: shared.keep(r.PaceGroup, nameBound), HoldOrigin: shared.keep(r.HoldOrigin, nameBound),
 	}
 	var in *HoldIncident
 	if n := len(o.holds); n > 0 && (o.holdOpen || !r.HoldAt.IsZero() && !r.HoldAt.After(o.holdAt)) && sameHold(&o.holds[n-1], &key) {
