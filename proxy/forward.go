@@ -277,7 +277,7 @@ type relayState struct {
 	trace   httptrace.ClientTrace
 	mu      sync.Mutex
 	done    bool
-	interim int
+	interim int32
 	// sent says the last attempt wrote the request whole to the origin's
 	// connection (or the upstream proxy's). The transport may try again
 	// on another connection after writing to one its origin had closed.

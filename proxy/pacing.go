@@ -36,7 +36,6 @@ func (d *decision) pace(r *http.Request, result *fetch.Result) *page {
 			}
 		}
 		group = g.Group(r.Context(), d.asked.origin, host)
-		d.paceGroup = group
 	}
 	// A schedule this request starts is charged to its client (shareKey),
 	// named when result was looked up (fetchContext).
@@ -94,7 +93,7 @@ func (d *decision) observe(r *http.Request, resp *http.Response, err error, sent
 // than when grouped (a short DNS lifetime, on purpose or not) must not
 // hold the sites it was grouped with.
 func (d *decision) answerSpeaksForGroup(err error) bool {
-	addr, byAddress := strings.CutPrefix(d.paceGroup, "address:")
+	addr, byAddress := strings.CutPrefix(d.paceGroup(), "address:")
 	if !byAddress {
 		return true
 	}
@@ -243,10 +242,19 @@ func holdParams(b *strings.Builder, h *pace.Hold, d *decision) {
 		b.WriteString("; origin=")
 		b.WriteString(quoteHeader(o))
 	}
-	if d.paceGroup != "" {
+	if d.paceGroup() != "" {
 		b.WriteString("; group=")
-		b.WriteString(quoteHeader(d.paceGroup))
+		b.WriteString(quoteHeader(d.paceGroup()))
 	}
+}
+
+// paceGroup is the group of hosts the request was paced with, when it is
+// not its origin alone (ROBOTSGATE_PACE_BY).
+func (d *decision) paceGroup() string {
+	if g := d.admission.Group(); g != d.asked.origin {
+		return g
+	}
+	return ""
 }
 
 // holdOrigin is the origin whose answer set the hold d met, when it is
@@ -322,7 +330,7 @@ func tooManyPage(req *http.Request, d *decision) *page {
 		}
 		if h := d.admission.Hold; h != nil {
 			out.holdJSON = &holdJSON{HoldCause: holdCause(h), HoldStatus: h.Status, HoldError: h.Failure, HoldOrigin: holdOrigin(d),
-				HoldAt: h.At.UTC(), HoldUntil: h.Until.UTC(), PaceGroup: d.paceGroup}
+				HoldAt: h.At.UTC(), HoldUntil: h.Until.UTC(), PaceGroup: d.paceGroup()}
 			if !h.RetryAfter {
 				out.BackoffStep = h.Step
 			}
@@ -373,8 +381,8 @@ func tooManyText(d *decision, after int) []byte {
 		}
 		fmt.Fprintf(&b, "Delay:       %s\n", delayLine(d))
 	case pace.Held, pace.BackedOff:
-		if d.paceGroup != "" {
-			fmt.Fprintf(&b, "Shared by:   %s (ROBOTSGATE_PACE_BY)\n", d.paceGroup)
+		if d.paceGroup() != "" {
+			fmt.Fprintf(&b, "Shared by:   %s (ROBOTSGATE_PACE_BY)\n", d.paceGroup())
 		}
 		if h := d.admission.Hold; h.RetryAfter {
 			b.WriteString("Hold:        as the origin's Retry-After asks, at most ROBOTSGATE_MAX_BACKOFF\n")

@@ -312,7 +312,10 @@ type Admission struct {
 	// ClientShare says, for Full, that what is full is the client's share
 	// of the table (Options.MaxSchedulesPerClient), not the table.
 	ClientShare bool
-	holdsConn   bool
+	// ByFactor says, for TooEarly, that Options.DelayFactor pushed the
+	// start beyond the delay.
+	ByFactor  bool
+	holdsConn bool
 	// Waited is how long the request was held.
 	Waited time.Duration
 	// RetryAfter is when to come back, for TooEarly, Busy, Full, Held
@@ -321,9 +324,6 @@ type Admission struct {
 	// Hold is the hold of the origin's group the request met, for Held
 	// and BackedOff, and for Waited when it waited one out; nil for none.
 	Hold *Hold
-	// ByFactor says, for TooEarly, that Options.DelayFactor pushed the
-	// start beyond the delay.
-	ByFactor bool
 
 	p *Pacer
 	// group is the pace group (see Grouper) the request went to,
@@ -339,6 +339,10 @@ type Admission struct {
 	sharedKey  string
 	sharedSlot int64
 }
+
+// Group is the pace group the request went to: its origin, or the group
+// of hosts it is paced with; "" when it was not paced.
+func (a *Admission) Group() string { return a.group }
 
 // Allowed reports whether the request may go on to the origin: on time,
 // held until it was, or in ModeAudit whatever happened.
