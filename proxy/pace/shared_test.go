@@ -650,6 +650,23 @@ func TestSharedByFactor(t *testing.T) {
 		},
 		wantRetry: 6 * time.Second, wantByFactor: true,
 	}, {
+		// The request held for the pushed 12s start hangs up: the start
+		// is free again, the factor's still.
+		name: "a start given back keeps its mark", mode: ModeWait, maxWait: 15 * time.Second,
+		refused: func(t *testing.T, first, _ *Pacer, wg *sync.WaitGroup) Admission {
+			answered(t, first, gptbot, d, 6*time.Second)
+			ctx, hangUp := context.WithCancel(context.Background())
+			gone := make(chan Admission)
+			wg.Go(func() { gone <- first.Admit(ctx, origin, gptbot, d) })
+			synctest.Wait()
+			hangUp()
+			if a := <-gone; a.Outcome != Gone {
+				t.Fatalf("hung up: %v", a.Outcome)
+			}
+			return takeBy(first, gptbot, d, time.Now()) // no time left to wait
+		},
+		wantRetry: 6 * time.Second, wantByFactor: true,
+	}, {
 		// first's own start, at 12s, was the factor's; at 12s second
 		// takes it, and first is refused for second's next, at 22s.
 		name: "another instance's take after a push", mode: ModeEnforce,
