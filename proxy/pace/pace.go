@@ -379,10 +379,10 @@ func (p *Pacer) Admit(ctx context.Context, origin, group string, who Identity, d
 		a.interval = max(int64(d.Interval), 1)
 		var goOn bool
 		if p.opts.Shared != nil {
-			goOn = p.takeSharedSlot(ctx, &a, group, who)
+			goOn = p.takeSharedSlot(ctx, &a, group, who, deadline)
 		} else {
 			a.key = p.scheduleKey(group, &who)
-			goOn = p.takeSlot(ctx, &a, who.Client)
+			goOn = p.takeSlot(ctx, &a, who.Client, deadline)
 		}
 		if !goOn {
 			return a

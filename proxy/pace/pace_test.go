@@ -463,3 +463,176 @@ func BenchmarkAdmit(b *testing.B) {
 		a.Done()
 	}
 }
+
+// answered admits a request of who, which must be on time, and observes
+// its answer, which took took: with a delay factor, the next start moves
+// to the factor times took after this one's.
+func answered(t *testing.T, p *Pacer, who Identity, d Delay, took time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	a := p.Admit(ctx, origin, who, d)
+	if a.Outcome != OnTime {
+		t.Fatalf("the request answered: %v", a.Outcome)
+	}
+	sent := time.Now()
+	time.Sleep(took)
+	a.Observe(ctx, Answer{Status: 200, Sent: sent, Took: took})
+	a.Done()
+}
+
+// takeBy paces a request of who as Admit does, but in ModeWait holds it
+// until deadline at the latest: a request that waited out a hold first
+// has only the rest of its MaxWait.
+func takeBy(p *Pacer, who Identity, d Delay, deadline time.Time) Admission {
+	ctx := context.Background()
+	a := Admission{p: p, group: origin, slot: -1, interval: int64(d.Interval)}
+	if p.opts.Shared != nil {
+		p.takeSharedSlot(ctx, &a, origin, who, deadline)
+	} else {
+		a.key = p.scheduleKey(origin, &who)
+		p.takeSlot(ctx, &a, who.Client, deadline)
+	}
+	return a
+}
+
+// TestByFactor: a request refused is ByFactor exactly when the start it
+// was refused for was set by the delay factor (extend), not by a take:
+// however far away the start is. The Crawl-delay is 10s, the factor 2.
+func TestByFactor(t *testing.T) {
+	d := delay(10 * time.Second)
+	for _, tc := range []struct {
+		name    string
+		mode    Mode
+		maxWait time.Duration
+		// refused runs the requests before, those held in wg, and
+		// returns the one refused.
+		refused      func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission
+		wantRetry    time.Duration
+		wantByFactor bool
+	}{{
+		// The queue alone puts the third start 20s away, past one
+		// interval: no answer was observed.
+		name: "wait queue", mode: ModeWait, maxWait: 15 * time.Second,
+		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
+			p.Admit(context.Background(), origin, gptbot, d)
+			wg.Go(func() { p.Admit(context.Background(), origin, gptbot, d) })
+			synctest.Wait()
+			return p.Admit(context.Background(), origin, gptbot, d)
+		},
+		wantRetry: 20 * time.Second,
+	}, {
+		// A 6s answer pushes the next start to 12s, within one interval
+		// of the 10s one: 6s away at 6s.
+		name: "push within one interval", mode: ModeEnforce,
+		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
+			answered(t, p, gptbot, d, 6*time.Second)
+			return p.Admit(context.Background(), origin, gptbot, d)
+		},
+		wantRetry: 6 * time.Second, wantByFactor: true,
+	}, {
+		name: "push in wait mode beyond MaxWait", mode: ModeWait, maxWait: 5 * time.Second,
+		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
+			answered(t, p, gptbot, d, 6*time.Second)
+			return p.Admit(context.Background(), origin, gptbot, d)
+		},
+		wantRetry: 6 * time.Second, wantByFactor: true,
+	}, {
+		name: "push in audit mode", mode: ModeAudit,
+		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
+			answered(t, p, gptbot, d, 6*time.Second)
+			return p.Admit(context.Background(), origin, gptbot, d)
+		},
+		wantRetry: 6 * time.Second, wantByFactor: true,
+	}, {
+		// 2 × 1s is shorter than the Crawl-delay: nothing moves.
+		name: "push short of the delay", mode: ModeEnforce,
+		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
+			answered(t, p, gptbot, d, time.Second)
+			return p.Admit(context.Background(), origin, gptbot, d)
+		},
+		wantRetry: 9 * time.Second,
+	}, {
+		name: "an on-time take clears the mark", mode: ModeEnforce,
+		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
+			answered(t, p, gptbot, d, 6*time.Second)
+			time.Sleep(6 * time.Second)
+			if a := p.Admit(context.Background(), origin, gptbot, d); a.Outcome != OnTime {
+				t.Fatalf("at the pushed start: %v", a.Outcome)
+			}
+			return p.Admit(context.Background(), origin, gptbot, d)
+		},
+		wantRetry: 10 * time.Second,
+	}, {
+		// The request held for the pushed 12s start sets the next, 22s.
+		name: "a queued take clears the mark", mode: ModeWait, maxWait: 15 * time.Second,
+		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
+			answered(t, p, gptbot, d, 6*time.Second)
+			wg.Go(func() { p.Admit(context.Background(), origin, gptbot, d) })
+			synctest.Wait()
+			return p.Admit(context.Background(), origin, gptbot, d)
+		},
+		wantRetry: 16 * time.Second,
+	}, {
+		// The request held for the pushed 12s start hangs up: the start
+		// is free again, the factor's still.
+		name: "a start given back keeps its mark", mode: ModeWait, maxWait: 15 * time.Second,
+		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
+			answered(t, p, gptbot, d, 6*time.Second)
+			ctx, hangUp := context.WithCancel(context.Background())
+			gone := make(chan Admission)
+			wg.Go(func() { gone <- p.Admit(ctx, origin, gptbot, d) })
+			synctest.Wait()
+			hangUp()
+			if a := <-gone; a.Outcome != Gone {
+				t.Fatalf("hung up: %v", a.Outcome)
+			}
+			return takeBy(p, gptbot, d, time.Now()) // no time left to wait
+		},
+		wantRetry: 6 * time.Second, wantByFactor: true,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := New(Options{Mode: tc.mode, MaxWait: tc.maxWait, DelayFactor: 2, MaxDelay: time.Minute})
+				var wg sync.WaitGroup
+				a := tc.refused(t, p, &wg)
+				wg.Wait()
+				if a.Outcome != TooEarly || a.RetryAfter != tc.wantRetry || a.ByFactor != tc.wantByFactor {
+					t.Errorf("%v in %v, by factor %v; want too early in %v, by factor %v",
+						a.Outcome, a.RetryAfter, a.ByFactor, tc.wantRetry, tc.wantByFactor)
+				}
+			})
+		})
+	}
+}
+
+// TestWaitWithinDeadline: in ModeWait a request is held for its start only
+// within what is left of its MaxWait, not a whole MaxWait again.
+func TestWaitWithinDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		left       time.Duration // of a 10s MaxWait
+		wantResult Outcome
+	}{
+		{"the start beyond what is left", 4 * time.Second, TooEarly},
+		{"the start within what is left", 5 * time.Second, Waited},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := New(Options{Mode: ModeWait, MaxWait: 10 * time.Second})
+				d := delay(5 * time.Second)
+				p.Admit(context.Background(), origin, gptbot, d) // the next start 5s away
+				start := time.Now()
+				a := takeBy(p, gptbot, d, start.Add(tc.left))
+				if a.Outcome != tc.wantResult {
+					t.Fatalf("%v left: %v, want %v", tc.left, a.Outcome, tc.wantResult)
+				}
+				if a.Outcome == TooEarly && (a.RetryAfter != 5*time.Second || time.Since(start) != 0) {
+					t.Errorf("refused in %v after %v, want at once, in 5s", a.RetryAfter, time.Since(start))
+				}
+				if a.Outcome == Waited && time.Since(start) != 5*time.Second {
+					t.Errorf("held %v, want 5s", time.Since(start))
+				}
+			})
+		})
+	}
+}

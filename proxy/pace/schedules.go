@@ -13,8 +13,8 @@ import (
 const DefaultMaxSchedules = 1 << 20
 
 // ScheduleBytes is what one schedule costs in memory, about: a map slot of
-// a 64-bit key, a 64-bit time and the 64-bit hash of the client charged,
-// with the map's spare room (53.5 bytes measured at a million). Each
+// a 64-bit key, a 64-bit time and the 64-bit hash of the client charged
+// (its top bit the factor's mark), with the map's spare room (53.5 bytes measured at a million). Each
 // client's count, kept per sixty-fourth of the table, adds about 36 bytes
 // where it holds schedules: next to nothing, unless every schedule is
 // another client's.
@@ -49,8 +49,26 @@ type shard struct {
 
 // schedule is one (origin, identity)'s.
 type schedule struct {
-	next   int64  // earliest start of the key's next request
-	client uint64 // the hash of the client charged for it
+	next int64 // earliest start of the key's next request
+	// owner is the hash of the client charged for it (clientHash), and
+	// factorMark when extend, not a take, set next: what
+	// Admission.ByFactor reports of a request refused for next.
+	owner uint64
+}
+
+// factorMark is the bit of schedule.owner that says extend set next. A
+// client's hash (clientHash) leaves it clear.
+const factorMark = 1 << 63
+
+// client is the hash of the client charged for e.
+func (e schedule) client() uint64 { return e.owner &^ factorMark }
+
+// byFactor says whether extend set e.next.
+func (e schedule) byFactor() bool { return e.owner&factorMark != 0 }
+
+// clientHash is the hash of client's name, factorMark clear.
+func (p *Pacer) clientHash(client string) uint64 {
+	return maphash.String(p.seed, client) &^ factorMark
 }
 
 // fullness says why a new schedule does not fit.
@@ -66,10 +84,12 @@ const (
 const minSweep = 64
 
 // takeSlot takes the next start of a's schedule, created for client when
-// there is none, holding the request for it in ModeWait; false when the
-// request goes no further (refused, or its client gone), a.Outcome saying
-// why.
-func (p *Pacer) takeSlot(ctx context.Context, a *Admission, client string) bool {
+// there is none, holding the request for it in ModeWait until deadline at
+// the latest; false when the request goes no further (refused, or its
+// client gone), a.Outcome saying why. A take sets the next start one
+// interval on, the factor's mark cleared. a.client keeps the mark of the
+// start taken, for giveBack to restore.
+func (p *Pacer) takeSlot(ctx context.Context, a *Admission, client string, deadline time.Time) bool {
 	s := &p.shards[a.key%shardCount]
 	s.mu.Lock()
 	now := p.now()
@@ -79,43 +99,43 @@ func (p *Pacer) takeSlot(ctx context.Context, a *Admission, client string) bool 
 		// client that created it, whoever starts it again: no client is
 		// hashed on the common path.
 		if !known {
-			e.client = maphash.String(p.seed, client)
-			if why := s.claim(now, e.client, p); why != roomy {
+			e.owner = p.clientHash(client)
+			if why := s.claim(now, e.owner, p); why != roomy {
 				s.mu.Unlock()
 				p.refuseFull(a, why)
 				return p.opts.Mode == ModeAudit
 			}
 		}
-		a.slot, a.client = now, e.client
-		s.next[a.key] = schedule{next: now + a.interval, client: e.client}
+		// Now, not a start extend set: nothing to restore.
+		a.slot, a.client = now, e.client()
+		s.next[a.key] = schedule{next: now + a.interval, owner: e.client()}
 		s.freeAt = min(s.freeAt, now+a.interval)
 		s.mu.Unlock()
 		return true
 	}
 	early := time.Duration(e.next - now)
-	if p.opts.Mode != ModeWait || early > p.opts.MaxWait {
+	if p.opts.Mode != ModeWait || early > time.Until(deadline) {
 		s.mu.Unlock()
-		p.tooEarly(a, early)
+		p.tooEarly(a, early, e.byFactor())
 		return p.opts.Mode == ModeAudit
 	}
-	a.slot, a.client = e.next, e.client
-	s.next[a.key] = schedule{next: e.next + a.interval, client: e.client}
+	a.slot, a.client = e.next, e.owner
+	s.next[a.key] = schedule{next: e.next + a.interval, owner: e.client()}
 	s.mu.Unlock()
 	return p.hold(ctx, a, early)
 }
 
-// tooEarly turns a away, early before its start.
-func (p *Pacer) tooEarly(a *Admission, early time.Duration) {
-	a.Outcome, a.RetryAfter = TooEarly, early
-	// Without a delay factor a start is never more than one interval
-	// away, but in ModeWait, whose queue may push it further.
-	a.ByFactor = p.opts.DelayFactor > 0 && early > time.Duration(a.interval)
+// tooEarly turns a away, early before its start; byFactor says extend set
+// that start.
+func (p *Pacer) tooEarly(a *Admission, early time.Duration, byFactor bool) {
+	a.Outcome, a.RetryAfter, a.ByFactor = TooEarly, early, byFactor
 }
 
 // extend moves a's next start to at least DelayFactor times took after
 // its own, within MinDelay and MaxDelay: on the Shared schedule and on
-// the Pacer's own. A schedule swept meanwhile is made again, charged to
-// the client it was; a full table leaves it unmade.
+// the Pacer's own, where the start it sets carries factorMark. A schedule
+// swept meanwhile is made again, charged to the client it was; a full
+// table leaves it unmade.
 func (p *Pacer) extend(ctx context.Context, a *Admission, took time.Duration) {
 	by := max(time.Duration(p.opts.DelayFactor*float64(took)), p.opts.MinDelay)
 	if p.opts.MaxDelay > 0 {
@@ -140,12 +160,12 @@ func (p *Pacer) extend(ctx context.Context, a *Admission, took time.Duration) {
 		return
 	}
 	if !known {
-		e.client = a.client
-		if s.claim(p.now(), e.client, p) != roomy {
+		e.owner = a.client &^ factorMark
+		if s.claim(p.now(), e.owner, p) != roomy {
 			return
 		}
 	}
-	s.next[a.key] = schedule{next: want, client: e.client}
+	s.next[a.key] = schedule{next: want, owner: e.client() | factorMark}
 	s.freeAt = min(s.freeAt, want)
 }
 
@@ -232,7 +252,7 @@ func (s *shard) sweep(now int64) {
 	first := int64(math.MaxInt64)
 	for k, e := range s.next {
 		if e.next <= now {
-			s.forget(k, e.client)
+			s.forget(k, e.client())
 		} else {
 			first = min(first, e.next)
 		}
@@ -243,7 +263,8 @@ func (s *shard) sweep(now int64) {
 }
 
 // giveBack frees a's slot, on the Shared schedule and in the Pacer's own,
-// when nobody took a later one: the next request may have it. Otherwise
+// when nobody took a later one: the next request may have it, with the
+// factor's mark it had. Otherwise
 // the later ones keep their starts, and the origin just sees a longer gap.
 // A Shared slot is given back even when ctx, the request's, has ended: its
 // client going away is often why.
@@ -263,9 +284,9 @@ func (p *Pacer) giveBack(ctx context.Context, a *Admission) {
 		if a.slot <= p.now() {
 			// Back to a time that has passed: no schedule at all, and its
 			// client's charge goes with it.
-			s.forget(a.key, e.client)
+			s.forget(a.key, e.client())
 		} else {
-			s.next[a.key] = schedule{next: a.slot, client: e.client}
+			s.next[a.key] = schedule{next: a.slot, owner: e.client() | a.client&factorMark}
 			s.freeAt = min(s.freeAt, a.slot)
 		}
 	}

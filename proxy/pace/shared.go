@@ -2,7 +2,6 @@ package pace
 
 import (
 	"context"
-	"hash/maphash"
 	"time"
 )
 
@@ -31,24 +30,31 @@ type SharedSchedules interface {
 // bounded below by the Pacer's own: a request its own schedule refuses is
 // refused without asking, and one the Shared schedule lets start before
 // its own next start (they lost the starts this Pacer handed out) is held
-// until then. When the Shared schedules fail, this request is paced by the
+// until then. In ModeWait it holds the request until deadline at the
+// latest. When the Shared schedules fail, this request is paced by the
 // Pacer's own schedule alone; when its client went away meanwhile, it goes
 // no further.
-func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string, who Identity) bool {
+//
+// A refusal by the Pacer's own schedule is by the factor
+// (Admission.ByFactor) when extend set its start. One by the Shared
+// schedule never is: the Pacer's own starts, taken or pushed, are no
+// earlier than those it set there, so the start refused for is another
+// instance's, of a cause this Pacer does not know.
+func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string, who Identity, deadline time.Time) bool {
 	a.key = p.scheduleKey(origin, &who)
 	s := &p.shards[a.key%shardCount]
 	s.mu.Lock()
-	own := s.next[a.key].next
+	own := s.next[a.key]
 	s.mu.Unlock()
-	if early := time.Duration(own - p.now()); early > 0 && (p.opts.Mode != ModeWait || early > p.opts.MaxWait) {
-		p.tooEarly(a, early)
+	var maxWait time.Duration
+	if p.opts.Mode == ModeWait {
+		maxWait = max(time.Until(deadline), 0)
+	}
+	if early := time.Duration(own.next - p.now()); early > 0 && (p.opts.Mode != ModeWait || early > maxWait) {
+		p.tooEarly(a, early, own.byFactor())
 		return p.opts.Mode == ModeAudit
 	}
 	key := sharedKey(origin, who)
-	var maxWait time.Duration
-	if p.opts.Mode == ModeWait {
-		maxWait = p.opts.MaxWait
-	}
 	slot, early, taken, err := p.opts.Shared.Take(ctx, key, time.Duration(a.interval), maxWait)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -56,12 +62,12 @@ func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string,
 			return false
 		}
 		p.fallbacks.Add(1)
-		return p.takeSlot(ctx, a, who.Client)
+		return p.takeSlot(ctx, a, who.Client, deadline)
 	}
 	p.sharedTakes.Add(1)
 	if !taken {
 		// As for a local schedule: nothing is reserved, even in ModeAudit.
-		p.tooEarly(a, early)
+		p.tooEarly(a, early, false)
 		return p.opts.Mode == ModeAudit
 	}
 	a.sharedKey, a.sharedSlot = key, slot
@@ -72,17 +78,19 @@ func (p *Pacer) takeSharedSlot(ctx context.Context, a *Admission, origin string,
 }
 
 // keepStart records in the Pacer's own schedule the start a took on the
-// Shared one, early from now, or own if later: the Pacer's own next start
-// before it asked. It returns how long until that start. A schedule it
-// creates is client's; a full table, or client's full share, leaves the
+// Shared one, early from now, or own's if later: the Pacer's own next
+// start before it asked. It returns how long until that start. A schedule
+// it creates is client's; a full table, or client's full share, leaves the
 // start unrecorded: they bound the Pacer's own schedules only, and refuse
-// nobody the Shared ones admit.
-func (p *Pacer) keepStart(a *Admission, own int64, early time.Duration, client string) time.Duration {
+// nobody the Shared ones admit. As in takeSlot, the start recorded clears
+// the factor's mark, and a.client keeps the mark of own's start when a
+// took it.
+func (p *Pacer) keepStart(a *Admission, own schedule, early time.Duration, client string) time.Duration {
 	s := &p.shards[a.key%shardCount]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := p.now()
-	start := max(own, now+int64(early))
+	start := max(own.next, now+int64(early))
 	e, known := s.next[a.key]
 	// A later start recorded meanwhile, by a request that asked after this
 	// one, stays.
@@ -90,13 +98,16 @@ func (p *Pacer) keepStart(a *Admission, own int64, early time.Duration, client s
 		return time.Duration(start - now)
 	}
 	if !known {
-		e.client = maphash.String(p.seed, client)
-		if s.claim(now, e.client, p) != roomy {
+		e.owner = p.clientHash(client)
+		if s.claim(now, e.owner, p) != roomy {
 			return time.Duration(start - now)
 		}
 	}
-	a.slot, a.client = start, e.client
-	s.next[a.key] = schedule{next: start + a.interval, client: e.client}
+	a.slot, a.client = start, e.client()
+	if start == own.next {
+		a.client |= own.owner & factorMark
+	}
+	s.next[a.key] = schedule{next: start + a.interval, owner: e.client()}
 	s.freeAt = min(s.freeAt, start+a.interval)
 	return time.Duration(start - now)
 }

@@ -617,3 +617,116 @@ func TestNoSharedMetricsAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedByFactor: with Shared schedules, a request refused by the
+// Pacer's own schedule is ByFactor when the start it was refused for was
+// set by the delay factor; one refused by the Shared schedule never is,
+// its start being another instance's. The Crawl-delay is 10s, the factor 2.
+func TestSharedByFactor(t *testing.T) {
+	d := delay(10 * time.Second)
+	for _, tc := range []struct {
+		name    string
+		mode    Mode
+		maxWait time.Duration
+		// refused runs the requests before on first and second, those held
+		// in wg, and returns the one refused.
+		refused      func(t *testing.T, first, second *Pacer, wg *sync.WaitGroup) Admission
+		wantRetry    time.Duration
+		wantByFactor bool
+	}{{
+		name: "wait queue", mode: ModeWait, maxWait: 15 * time.Second,
+		refused: func(t *testing.T, first, _ *Pacer, wg *sync.WaitGroup) Admission {
+			first.Admit(context.Background(), origin, gptbot, d)
+			wg.Go(func() { first.Admit(context.Background(), origin, gptbot, d) })
+			synctest.Wait()
+			return first.Admit(context.Background(), origin, gptbot, d)
+		},
+		wantRetry: 20 * time.Second,
+	}, {
+		name: "push within one interval", mode: ModeEnforce,
+		refused: func(t *testing.T, first, _ *Pacer, _ *sync.WaitGroup) Admission {
+			answered(t, first, gptbot, d, 6*time.Second)
+			return first.Admit(context.Background(), origin, gptbot, d)
+		},
+		wantRetry: 6 * time.Second, wantByFactor: true,
+	}, {
+		// The request held for the pushed 12s start hangs up: the start
+		// is free again, the factor's still.
+		name: "a start given back keeps its mark", mode: ModeWait, maxWait: 15 * time.Second,
+		refused: func(t *testing.T, first, _ *Pacer, wg *sync.WaitGroup) Admission {
+			answered(t, first, gptbot, d, 6*time.Second)
+			ctx, hangUp := context.WithCancel(context.Background())
+			gone := make(chan Admission)
+			wg.Go(func() { gone <- first.Admit(ctx, origin, gptbot, d) })
+			synctest.Wait()
+			hangUp()
+			if a := <-gone; a.Outcome != Gone {
+				t.Fatalf("hung up: %v", a.Outcome)
+			}
+			return takeBy(first, gptbot, d, time.Now()) // no time left to wait
+		},
+		wantRetry: 6 * time.Second, wantByFactor: true,
+	}, {
+		// first's own start, at 12s, was the factor's; at 12s second
+		// takes it, and first is refused for second's next, at 22s.
+		name: "another instance's take after a push", mode: ModeEnforce,
+		refused: func(t *testing.T, first, second *Pacer, _ *sync.WaitGroup) Admission {
+			answered(t, first, gptbot, d, 6*time.Second)
+			time.Sleep(6 * time.Second)
+			if a := second.Admit(context.Background(), origin, gptbot, d); a.Outcome != OnTime {
+				t.Fatalf("the other instance at the pushed start: %v", a.Outcome)
+			}
+			return first.Admit(context.Background(), origin, gptbot, d)
+		},
+		wantRetry: 10 * time.Second,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := newMemSchedules()
+				opts := Options{Mode: tc.mode, MaxWait: tc.maxWait, DelayFactor: 2, MaxDelay: time.Minute, Shared: store}
+				var wg sync.WaitGroup
+				a := tc.refused(t, New(opts), New(opts), &wg)
+				wg.Wait()
+				if a.Outcome != TooEarly || a.RetryAfter != tc.wantRetry || a.ByFactor != tc.wantByFactor {
+					t.Errorf("%v in %v, by factor %v; want too early in %v, by factor %v",
+						a.Outcome, a.RetryAfter, a.ByFactor, tc.wantRetry, tc.wantByFactor)
+				}
+			})
+		})
+	}
+}
+
+// TestSharedWaitWithinDeadline: in ModeWait the Shared schedule is asked
+// for a start within what is left of the request's MaxWait, and the
+// Pacer's own schedule refuses one beyond it without asking.
+func TestSharedWaitWithinDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemSchedules()
+		opts := Options{Mode: ModeWait, MaxWait: 10 * time.Second, Shared: store}
+		first, second := New(opts), New(opts)
+		d := delay(5 * time.Second)
+		second.Admit(context.Background(), origin, gptbot, d) // the next start 5s away
+		calls := len(store.log())
+		a := takeBy(first, gptbot, d, time.Now().Add(4*time.Second))
+		if a.Outcome != TooEarly || a.RetryAfter != 5*time.Second {
+			t.Fatalf("the Shared start beyond what is left: %v in %v", a.Outcome, a.RetryAfter)
+		}
+		if log := store.log()[calls:]; len(log) != 1 || log[0].op != "take" || log[0].maxWait != 4*time.Second {
+			t.Fatalf("calls %+v, want a take within the 4s left", log)
+		}
+
+		calls = len(store.log())
+		a = takeBy(second, gptbot, d, time.Now().Add(4*time.Second))
+		if a.Outcome != TooEarly || a.RetryAfter != 5*time.Second {
+			t.Fatalf("its own start beyond what is left: %v in %v", a.Outcome, a.RetryAfter)
+		}
+		if log := store.log()[calls:]; len(log) != 0 {
+			t.Fatalf("calls %+v, want none", log)
+		}
+
+		start := time.Now()
+		if a := takeBy(first, gptbot, d, start.Add(5*time.Second)); a.Outcome != Waited || time.Since(start) != 5*time.Second {
+			t.Fatalf("the Shared start within what is left: %v after %v", a.Outcome, time.Since(start))
+		}
+	})
+}
