@@ -330,7 +330,7 @@ type Admission struct {
 	// originName its own origin, clientName who sent it (Identity.Client).
 	group, originName, clientName string
 	key                           uint64
-	client                        uint64 // the hash of the client charged for key's schedule
+	client                        uint64 // the client charged for key's schedule, with the mark of the start taken (schedule.owner)
 	slot                          int64  // the start this request took in the Pacer's own schedule; -1 for none
 	interval                      int64
 	origin                        uint64

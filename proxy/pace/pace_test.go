@@ -470,7 +470,7 @@ func BenchmarkAdmit(b *testing.B) {
 func answered(t *testing.T, p *Pacer, who Identity, d Delay, took time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	a := p.Admit(ctx, origin, who, d)
+	a := p.Admit(ctx, origin, origin, who, d)
 	if a.Outcome != OnTime {
 		t.Fatalf("the request answered: %v", a.Outcome)
 	}
@@ -514,10 +514,10 @@ func TestByFactor(t *testing.T) {
 		// interval: no answer was observed.
 		name: "wait queue", mode: ModeWait, maxWait: 15 * time.Second,
 		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
-			p.Admit(context.Background(), origin, gptbot, d)
-			wg.Go(func() { p.Admit(context.Background(), origin, gptbot, d) })
+			p.Admit(context.Background(), origin, origin, gptbot, d)
+			wg.Go(func() { p.Admit(context.Background(), origin, origin, gptbot, d) })
 			synctest.Wait()
-			return p.Admit(context.Background(), origin, gptbot, d)
+			return p.Admit(context.Background(), origin, origin, gptbot, d)
 		},
 		wantRetry: 20 * time.Second,
 	}, {
@@ -526,21 +526,21 @@ func TestByFactor(t *testing.T) {
 		name: "push within one interval", mode: ModeEnforce,
 		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
 			answered(t, p, gptbot, d, 6*time.Second)
-			return p.Admit(context.Background(), origin, gptbot, d)
+			return p.Admit(context.Background(), origin, origin, gptbot, d)
 		},
 		wantRetry: 6 * time.Second, wantByFactor: true,
 	}, {
 		name: "push in wait mode beyond MaxWait", mode: ModeWait, maxWait: 5 * time.Second,
 		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
 			answered(t, p, gptbot, d, 6*time.Second)
-			return p.Admit(context.Background(), origin, gptbot, d)
+			return p.Admit(context.Background(), origin, origin, gptbot, d)
 		},
 		wantRetry: 6 * time.Second, wantByFactor: true,
 	}, {
 		name: "push in audit mode", mode: ModeAudit,
 		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
 			answered(t, p, gptbot, d, 6*time.Second)
-			return p.Admit(context.Background(), origin, gptbot, d)
+			return p.Admit(context.Background(), origin, origin, gptbot, d)
 		},
 		wantRetry: 6 * time.Second, wantByFactor: true,
 	}, {
@@ -548,7 +548,7 @@ func TestByFactor(t *testing.T) {
 		name: "push short of the delay", mode: ModeEnforce,
 		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
 			answered(t, p, gptbot, d, time.Second)
-			return p.Admit(context.Background(), origin, gptbot, d)
+			return p.Admit(context.Background(), origin, origin, gptbot, d)
 		},
 		wantRetry: 9 * time.Second,
 	}, {
@@ -556,10 +556,10 @@ func TestByFactor(t *testing.T) {
 		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
 			answered(t, p, gptbot, d, 6*time.Second)
 			time.Sleep(6 * time.Second)
-			if a := p.Admit(context.Background(), origin, gptbot, d); a.Outcome != OnTime {
+			if a := p.Admit(context.Background(), origin, origin, gptbot, d); a.Outcome != OnTime {
 				t.Fatalf("at the pushed start: %v", a.Outcome)
 			}
-			return p.Admit(context.Background(), origin, gptbot, d)
+			return p.Admit(context.Background(), origin, origin, gptbot, d)
 		},
 		wantRetry: 10 * time.Second,
 	}, {
@@ -567,9 +567,9 @@ func TestByFactor(t *testing.T) {
 		name: "a queued take clears the mark", mode: ModeWait, maxWait: 15 * time.Second,
 		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
 			answered(t, p, gptbot, d, 6*time.Second)
-			wg.Go(func() { p.Admit(context.Background(), origin, gptbot, d) })
+			wg.Go(func() { p.Admit(context.Background(), origin, origin, gptbot, d) })
 			synctest.Wait()
-			return p.Admit(context.Background(), origin, gptbot, d)
+			return p.Admit(context.Background(), origin, origin, gptbot, d)
 		},
 		wantRetry: 16 * time.Second,
 	}, {
@@ -580,7 +580,7 @@ func TestByFactor(t *testing.T) {
 			answered(t, p, gptbot, d, 6*time.Second)
 			ctx, hangUp := context.WithCancel(context.Background())
 			gone := make(chan Admission)
-			wg.Go(func() { gone <- p.Admit(ctx, origin, gptbot, d) })
+			wg.Go(func() { gone <- p.Admit(ctx, origin, origin, gptbot, d) })
 			synctest.Wait()
 			hangUp()
 			if a := <-gone; a.Outcome != Gone {
@@ -620,7 +620,7 @@ func TestWaitWithinDeadline(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := New(Options{Mode: ModeWait, MaxWait: 10 * time.Second})
 				d := delay(5 * time.Second)
-				p.Admit(context.Background(), origin, gptbot, d) // the next start 5s away
+				p.Admit(context.Background(), origin, origin, gptbot, d) // the next start 5s away
 				start := time.Now()
 				a := takeBy(p, gptbot, d, start.Add(tc.left))
 				if a.Outcome != tc.wantResult {

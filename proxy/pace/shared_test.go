@@ -636,17 +636,17 @@ func TestSharedByFactor(t *testing.T) {
 	}{{
 		name: "wait queue", mode: ModeWait, maxWait: 15 * time.Second,
 		refused: func(t *testing.T, first, _ *Pacer, wg *sync.WaitGroup) Admission {
-			first.Admit(context.Background(), origin, gptbot, d)
-			wg.Go(func() { first.Admit(context.Background(), origin, gptbot, d) })
+			first.Admit(context.Background(), origin, origin, gptbot, d)
+			wg.Go(func() { first.Admit(context.Background(), origin, origin, gptbot, d) })
 			synctest.Wait()
-			return first.Admit(context.Background(), origin, gptbot, d)
+			return first.Admit(context.Background(), origin, origin, gptbot, d)
 		},
 		wantRetry: 20 * time.Second,
 	}, {
 		name: "push within one interval", mode: ModeEnforce,
 		refused: func(t *testing.T, first, _ *Pacer, _ *sync.WaitGroup) Admission {
 			answered(t, first, gptbot, d, 6*time.Second)
-			return first.Admit(context.Background(), origin, gptbot, d)
+			return first.Admit(context.Background(), origin, origin, gptbot, d)
 		},
 		wantRetry: 6 * time.Second, wantByFactor: true,
 	}, {
@@ -657,7 +657,7 @@ func TestSharedByFactor(t *testing.T) {
 			answered(t, first, gptbot, d, 6*time.Second)
 			ctx, hangUp := context.WithCancel(context.Background())
 			gone := make(chan Admission)
-			wg.Go(func() { gone <- first.Admit(ctx, origin, gptbot, d) })
+			wg.Go(func() { gone <- first.Admit(ctx, origin, origin, gptbot, d) })
 			synctest.Wait()
 			hangUp()
 			if a := <-gone; a.Outcome != Gone {
@@ -673,10 +673,10 @@ func TestSharedByFactor(t *testing.T) {
 		refused: func(t *testing.T, first, second *Pacer, _ *sync.WaitGroup) Admission {
 			answered(t, first, gptbot, d, 6*time.Second)
 			time.Sleep(6 * time.Second)
-			if a := second.Admit(context.Background(), origin, gptbot, d); a.Outcome != OnTime {
+			if a := second.Admit(context.Background(), origin, origin, gptbot, d); a.Outcome != OnTime {
 				t.Fatalf("the other instance at the pushed start: %v", a.Outcome)
 			}
-			return first.Admit(context.Background(), origin, gptbot, d)
+			return first.Admit(context.Background(), origin, origin, gptbot, d)
 		},
 		wantRetry: 10 * time.Second,
 	}} {
@@ -705,7 +705,7 @@ func TestSharedWaitWithinDeadline(t *testing.T) {
 		opts := Options{Mode: ModeWait, MaxWait: 10 * time.Second, Shared: store}
 		first, second := New(opts), New(opts)
 		d := delay(5 * time.Second)
-		second.Admit(context.Background(), origin, gptbot, d) // the next start 5s away
+		second.Admit(context.Background(), origin, origin, gptbot, d) // the next start 5s away
 		calls := len(store.log())
 		a := takeBy(first, gptbot, d, time.Now().Add(4*time.Second))
 		if a.Outcome != TooEarly || a.RetryAfter != 5*time.Second {
