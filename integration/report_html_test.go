@@ -510,6 +510,7 @@ func wideLog(t *testing.T, dir string) string {
 			if origin == wideHost && i%4 != 0 {
 				rec["pace"], rec["hold_cause"], rec["hold_error"], rec["pace_group"], rec["backoff_step"] = "backoff", "backoff", wideHoldError, "domain:"+wideHost[8:], 12
 				rec["hold_until"], rec["forwarded"], rec["status"], rec["bytes"] = start.Add(time.Duration(i+1)*7*time.Second), false, 429, 0
+				rec["hold_origin"] = "https://www." + wideHost[8:]
 			}
 		}
 		if err := enc.Encode(rec); err != nil {

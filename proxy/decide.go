@@ -40,9 +40,6 @@ type decision struct {
 	// admission its passage through pacing, ended by finish.
 	delay     pace.Delay
 	admission pace.Admission
-	// paceGroup is the group of hosts the request was paced with, when
-	// ROBOTSGATE_PACE_BY is not host.
-	paceGroup string
 	outcome   outcome
 	relay     relayState // forward's
 	done      bool

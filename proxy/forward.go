@@ -3,8 +3,10 @@ package proxy
 import (
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"net/textproto"
 	"strings"
 	"sync"
@@ -237,7 +239,7 @@ func (d *decision) outgoingRequest(r *http.Request, upgrade string, relay *relay
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{""} // or net/http sends its own
 	}
-	relay.trace = httptrace.ClientTrace{GetConn: relay.getConn, WroteRequest: relay.wroteRequest, Got1xxResponse: relay.got1xx}
+	relay.trace = httptrace.ClientTrace{GetConn: relay.getConn, GotConn: relay.gotConn, WroteRequest: relay.wroteRequest, Got1xxResponse: relay.got1xx}
 	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &relay.trace))
 	d.s.upstream.toProxy(&d.outURL)
 	out.URL = &d.outURL
@@ -275,11 +277,32 @@ type relayState struct {
 	trace   httptrace.ClientTrace
 	mu      sync.Mutex
 	done    bool
-	interim int
+	interim int32
 	// sent says the last attempt wrote the request whole to the origin's
 	// connection (or the upstream proxy's). The transport may try again
 	// on another connection after writing to one its origin had closed.
 	sent atomic.Bool
+	// remote is the address of the connection the last attempt got.
+	remote net.Addr
+}
+
+func (s *relayState) gotConn(info httptrace.GotConnInfo) {
+	s.mu.Lock()
+	s.remote = info.Conn.RemoteAddr()
+	s.mu.Unlock()
+}
+
+// answeredFrom reports whether the connection the answer came on is to
+// addr, an IP address.
+func (s *relayState) answeredFrom(addr string) bool {
+	s.mu.Lock()
+	remote := s.remote
+	s.mu.Unlock()
+	if remote == nil {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(remote.String())
+	return err == nil && ap.Addr().Unmap().String() == addr
 }
 
 func (s *relayState) getConn(string) { s.sent.Store(false) }

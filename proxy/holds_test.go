@@ -13,7 +13,7 @@ import (
 )
 
 func TestRetryAfterOf(t *testing.T) {
-	now := time.Date(2026, 11, 26, 11, 0, 0, 0, time.UTC)
+	date := "Thu, 26 Nov 2026 11:00:00 GMT" // the answer's Date: the origin's now
 	for _, c := range []struct {
 		value string
 		want  time.Duration
@@ -34,10 +34,15 @@ func TestRetryAfterOf(t *testing.T) {
 		{"tomorrow", 0, false},
 		{"Thu, 26 Nov 2026 11:00:05 CET", 0, false},
 	} {
-		got, ok := retryAfterOf(http.Header{"Retry-After": {c.value}}, now)
+		got, ok := retryAfterOf(http.Header{"Retry-After": {c.value}, "Date": {date}})
 		if got != c.want || ok != c.ok {
 			t.Errorf("Retry-After %q: %v, %v; want %v, %v", c.value, got, ok, c.want, c.ok)
 		}
+	}
+	// Without a Date, robotsgate's clock.
+	soon := time.Now().Add(time.Minute).UTC().Format(http.TimeFormat)
+	if got, ok := retryAfterOf(http.Header{"Retry-After": {soon}}); !ok || got < 58*time.Second || got > time.Minute {
+		t.Errorf("Retry-After %q without Date: %v, %v", soon, got, ok)
 	}
 }
 

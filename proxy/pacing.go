@@ -36,12 +36,11 @@ func (d *decision) pace(r *http.Request, result *fetch.Result) *page {
 			}
 		}
 		group = g.Group(r.Context(), d.asked.origin, host)
-		d.paceGroup = group
 	}
 	// A schedule this request starts is charged to its client (shareKey),
 	// named when result was looked up (fetchContext).
 	who := pace.Identity{Credential: d.who.credential, Token: d.who.token, Client: d.fetchCtx.Client}
-	d.admission = pacer.Admit(r.Context(), group, who, d.delay)
+	d.admission = pacer.Admit(r.Context(), d.asked.origin, group, who, d.delay)
 	a := &d.admission
 	if a.ByFactor {
 		d.delay.Source = pace.SourceFactor
@@ -70,7 +69,7 @@ func (d *decision) observe(r *http.Request, resp *http.Response, err error, sent
 	if !a.Observes() {
 		return
 	}
-	ans := pace.Answer{Sent: sent, Took: time.Since(sent)}
+	ans := pace.Answer{Sent: sent, Took: time.Since(sent), ForGroup: d.answerSpeaksForGroup(err)}
 	if err != nil {
 		if r.Context().Err() != nil || !netcause.Unanswered(err) {
 			return
@@ -82,10 +81,23 @@ func (d *decision) observe(r *http.Request, resp *http.Response, err error, sent
 	} else {
 		ans.Status = resp.StatusCode
 		if ans.Status == http.StatusTooManyRequests || ans.Status == http.StatusServiceUnavailable {
-			ans.RetryAfter, ans.HasRetryAfter = retryAfterOf(resp.Header, time.Now())
+			ans.RetryAfter, ans.HasRetryAfter = retryAfterOf(resp.Header)
 		}
 	}
 	a.Observe(r.Context(), ans)
+}
+
+// answerSpeaksForGroup reports whether the origin's answer (err: none
+// came) may hold its whole group of hosts. By address, only one that came
+// from the group's address: a name that resolves to another when dialled
+// than when grouped (a short DNS lifetime, on purpose or not) must not
+// hold the sites it was grouped with.
+func (d *decision) answerSpeaksForGroup(err error) bool {
+	addr, byAddress := strings.CutPrefix(d.paceGroup(), "address:")
+	if !byAddress {
+		return true
+	}
+	return err == nil && d.relay.answeredFrom(addr)
 }
 
 // maxRetryAfterSeconds bounds the delay-seconds read, far above any cap,
@@ -93,9 +105,10 @@ func (d *decision) observe(r *http.Request, resp *http.Response, err error, sent
 const maxRetryAfterSeconds = 1 << 30
 
 // retryAfterOf reads an origin's Retry-After (RFC 9110 §10.2.3): a number
-// of seconds or an HTTP-date, from now (a date past is 0). ok is false
-// when there is none, or it reads as neither.
-func retryAfterOf(h http.Header, now time.Time) (time.Duration, bool) {
+// of seconds, or an HTTP-date counted from the answer's Date (the origin's
+// clock; robotsgate's when it sends none), a date past being 0. ok is
+// false when there is none, or it reads as neither.
+func retryAfterOf(h http.Header) (time.Duration, bool) {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0, false
@@ -110,6 +123,10 @@ func retryAfterOf(h http.Header, now time.Time) (time.Duration, bool) {
 	t, err := http.ParseTime(v)
 	if err != nil {
 		return 0, false
+	}
+	now, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		now = time.Now()
 	}
 	return max(t.Sub(now), 0), true
 }
@@ -159,7 +176,7 @@ func paceValue(d *decision) string {
 	b.WriteString(quoteHeader(d.who.token))
 	switch a.Outcome {
 	case pace.Held, pace.BackedOff:
-		holdParams(&b, a.Hold, d.paceGroup)
+		holdParams(&b, a.Hold, d)
 	case pace.Busy:
 		b.WriteString("; max-conns-per-origin=")
 		b.WriteString(strconv.Itoa(d.s.opts.Pacer.MaxConnsPerOrigin()))
@@ -196,11 +213,13 @@ func paceValue(d *decision) string {
 	return b.String()
 }
 
-// holdParams writes the hold h a request met as X-Robotsgate-Decision's
+// holdParams writes the hold h that d met as X-Robotsgate-Decision's
 // parameters: `origin-status=503; origin-date="Thu, 26 Nov 2026 11:00:00 GMT";
 // hold-until="…"` and, for a backoff, `backoff-step=3`; `origin-error="…"`
-// when no answer came; the group when it is not the origin.
-func holdParams(b *strings.Builder, h *pace.Hold, group string) {
+// when no answer came; `scope="client"` when the pause is the client's
+// own; the origin that answered, when another of the request's group, and
+// the group.
+func holdParams(b *strings.Builder, h *pace.Hold, d *decision) {
 	if h.Status > 0 {
 		b.WriteString("; origin-status=")
 		b.WriteString(strconv.Itoa(h.Status))
@@ -216,29 +235,49 @@ func holdParams(b *strings.Builder, h *pace.Hold, group string) {
 	}
 	b.WriteString("; hold-until=")
 	b.WriteString(quoteHeader(h.Until.UTC().Format(http.TimeFormat)))
-	if group != "" {
+	if h.Client {
+		b.WriteString(`; scope="client"`)
+	}
+	if o := holdOrigin(d); o != "" {
+		b.WriteString("; origin=")
+		b.WriteString(quoteHeader(o))
+	}
+	if d.paceGroup() != "" {
 		b.WriteString("; group=")
-		b.WriteString(quoteHeader(group))
+		b.WriteString(quoteHeader(d.paceGroup()))
 	}
 }
 
+// paceGroup is the group of hosts the request was paced with, when it is
+// not its origin alone (ROBOTSGATE_PACE_BY).
+func (d *decision) paceGroup() string {
+	if g := d.admission.Group(); g != d.asked.origin {
+		return g
+	}
+	return ""
+}
+
+// holdOrigin is the origin whose answer set the hold d met, when it is
+// not d's own (a group's sibling); "" otherwise.
+func holdOrigin(d *decision) string {
+	if h := d.admission.Hold; h != nil && h.Origin != d.asked.origin {
+		return h.Origin
+	}
+	return ""
+}
+
 // holdWords says what the origin said, for people: "answered 503 Service
-// Unavailable with Retry-After", "answered 500 Internal Server Error 3
-// times in a row", "did not answer (connection refused) 2 times in a row".
+// Unavailable with Retry-After", "answered 500 Internal Server Error",
+// "did not answer (connection refused)".
 func holdWords(h *pace.Hold) string {
-	var what string
+	what := "did not answer (" + h.Failure + ")"
 	if h.Status > 0 {
 		what = "answered " + strconv.Itoa(h.Status) + " " + http.StatusText(h.Status)
-	} else {
-		what = "did not answer (" + h.Failure + ")"
 	}
 	if h.RetryAfter {
 		return what + " with Retry-After"
 	}
-	if h.Step == 1 {
-		return what
-	}
-	return what + ", " + strconv.Itoa(h.Step) + " times in a row"
+	return what
 }
 
 // tooManyJSON is the 429 body for clients that accept only JSON.
@@ -257,6 +296,7 @@ type holdJSON struct {
 	HoldCause   string    `json:"hold_cause"`
 	HoldStatus  int       `json:"hold_status,omitempty"`
 	HoldError   string    `json:"hold_error,omitempty"`
+	HoldOrigin  string    `json:"hold_origin,omitempty"`
 	HoldAt      time.Time `json:"hold_at"`
 	HoldUntil   time.Time `json:"hold_until"`
 	BackoffStep int       `json:"backoff_step,omitempty"`
@@ -289,8 +329,8 @@ func tooManyPage(req *http.Request, d *decision) *page {
 			out.CrawlDelay, out.CrawlDelaySource, out.CrawlDelayLine = d.delay.Interval.Seconds(), d.delay.Source.String(), d.delay.Asked.Line
 		}
 		if h := d.admission.Hold; h != nil {
-			out.holdJSON = &holdJSON{HoldCause: holdCause(h), HoldStatus: h.Status, HoldError: h.Failure,
-				HoldAt: h.At.UTC(), HoldUntil: h.Until.UTC(), PaceGroup: d.paceGroup}
+			out.holdJSON = &holdJSON{HoldCause: holdCause(h), HoldStatus: h.Status, HoldError: h.Failure, HoldOrigin: holdOrigin(d),
+				HoldAt: h.At.UTC(), HoldUntil: h.Until.UTC(), PaceGroup: d.paceGroup()}
 			if !h.RetryAfter {
 				out.BackoffStep = h.Step
 			}
@@ -313,8 +353,15 @@ func tooManyText(d *decision, after int) []byte {
 			d.asked.origin, d.s.opts.Pacer.MaxConnsPerOrigin())
 	case pace.Held, pace.BackedOff:
 		h := d.admission.Hold
-		fmt.Fprintf(&b, "429 Too Many Requests: %s %s at %s, and robotsgate holds every crawler's requests to it until %s.\n\n",
-			d.asked.origin, holdWords(h), h.At.UTC().Format(http.TimeFormat), h.Until.UTC().Format(http.TimeFormat))
+		from, whose := d.asked.origin, "every crawler's requests"
+		if o := holdOrigin(d); o != "" {
+			from = o
+		}
+		if h.Client {
+			whose = "this client's own requests (they failed in a row)"
+		}
+		fmt.Fprintf(&b, "429 Too Many Requests: %s %s at %s, and robotsgate holds %s to it until %s.\n\n",
+			from, holdWords(h), h.At.UTC().Format(http.TimeFormat), whose, h.Until.UTC().Format(http.TimeFormat))
 	case pace.Full:
 		if d.admission.ClientShare {
 			fmt.Fprintf(&b, "429 Too Many Requests: this client holds as many Crawl-delay schedules as one client may (ROBOTSGATE_MAX_SCHEDULES_PER_CLIENT=%d): each crawler name it sends to an origin that asks for a delay holds one until the delay has passed.\n\n",
@@ -334,13 +381,17 @@ func tooManyText(d *decision, after int) []byte {
 		}
 		fmt.Fprintf(&b, "Delay:       %s\n", delayLine(d))
 	case pace.Held, pace.BackedOff:
-		if d.paceGroup != "" {
-			fmt.Fprintf(&b, "Shared by:   %s (ROBOTSGATE_PACE_BY)\n", d.paceGroup)
+		if d.paceGroup() != "" {
+			fmt.Fprintf(&b, "Shared by:   %s (ROBOTSGATE_PACE_BY)\n", d.paceGroup())
 		}
 		if h := d.admission.Hold; h.RetryAfter {
 			b.WriteString("Hold:        as the origin's Retry-After asks, at most ROBOTSGATE_MAX_BACKOFF\n")
 		} else {
-			fmt.Fprintf(&b, "Hold:        backoff step %d: the pause doubles with each failure in a row, at most ROBOTSGATE_MAX_BACKOFF\n", h.Step)
+			by := "with each failure in a row, by another client than the last"
+			if h.Client {
+				by = "with each failure in a row of this client's requests"
+			}
+			fmt.Fprintf(&b, "Hold:        backoff step %d: the pause doubles %s, from ROBOTSGATE_BACKOFF_BASE to ROBOTSGATE_MAX_BACKOFF\n", h.Step, by)
 		}
 	}
 	fmt.Fprintf(&b, "Retry after: %ds\n", after)

@@ -136,12 +136,12 @@ func (d *decision) record(rec *audit.Record) {
 	rec.WaitedMS = float64(d.admission.Waited) / float64(time.Millisecond)
 	if h := d.admission.Hold; h != nil {
 		rec.HoldCause, rec.HoldStatus, rec.HoldError = holdCause(h), h.Status, h.Failure
-		rec.HoldAt, rec.HoldUntil = h.At, h.Until
+		rec.HoldAt, rec.HoldUntil, rec.HoldOrigin = h.At, h.Until, holdOrigin(d)
 		if !h.RetryAfter {
 			rec.BackoffStep = h.Step
 		}
 	}
-	rec.PaceGroup = d.paceGroup
+	rec.PaceGroup = d.paceGroup()
 	rec.DeniedDestination = d.ruling == destinationDenied
 	rec.Mode = string(d.s.opts.Mode)
 	rec.Forwarded = d.outcome.reached

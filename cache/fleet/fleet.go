@@ -4,7 +4,8 @@
 // alone (a pace.SharedHolds). When Redis fails, it says so at once and the
 // callers work alone: every operation after a failure is refused without
 // touching the network until a background PING finds Redis again, but for
-// the release of a claim, which is always tried.
+// the release of a claim, which is always tried. Redis refusing the ACL
+// user an operation fails that operation alone.
 //
 // Any Redis from 5.0 on will do, or a server that speaks its protocol and
 // Lua scripts.
@@ -59,7 +60,8 @@ type Options struct {
 	Prefix string
 	// RootCAs verify a rediss:// server; nil means the system's roots.
 	RootCAs *x509.CertPool
-	// Logger receives one line each time Redis goes down or comes back.
+	// Logger receives one line each time Redis goes down or comes back,
+	// and once each way Redis refuses the ACL user an operation.
 	Logger *slog.Logger
 }
 
@@ -88,6 +90,11 @@ type Client struct {
 	// holdMessages counts what Watch did with each message it received.
 	holdMessages [holdMessageCount]atomic.Uint64
 	descs        descs
+
+	// refusals are the permission refusals logged already, by Redis's
+	// message, so that each is logged once.
+	refusalsMu sync.Mutex
+	refusals   map[string]bool
 
 	// stop ends the prober and any PING in flight.
 	stopCtx context.Context
@@ -165,18 +172,19 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 
 	stopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	c := &Client{
-		rdb:     redis.NewClient(ro),
-		timeout: opts.Timeout,
-		every:   opts.RetryEvery,
-		prefix:  opts.Prefix,
-		addr:    ro.Addr + " db " + strconv.Itoa(ro.DB),
-		tls:     ro.TLSConfig != nil,
-		log:     opts.Logger,
-		scripts: newScripts(),
-		descs:   newDescs(),
-		stopCtx: stopCtx,
-		stop:    stop,
-		probed:  make(chan struct{}),
+		rdb:      redis.NewClient(ro),
+		timeout:  opts.Timeout,
+		every:    opts.RetryEvery,
+		prefix:   opts.Prefix,
+		addr:     ro.Addr + " db " + strconv.Itoa(ro.DB),
+		tls:      ro.TLSConfig != nil,
+		log:      opts.Logger,
+		scripts:  newScripts(),
+		descs:    newDescs(),
+		refusals: map[string]bool{},
+		stopCtx:  stopCtx,
+		stop:     stop,
+		probed:   make(chan struct{}),
 	}
 	c.since = time.Now()
 	if err := c.ping(ctx); err != nil {
@@ -275,7 +283,8 @@ func (c *Client) Status() Status {
 
 // do runs f against Redis for op within Timeout, unless Redis is down: then
 // it refuses at once, so that the caller works alone without waiting. A
-// failure of Redis marks it down (see redisFailed).
+// failure of Redis marks it down (see redisFailed); Redis refusing the
+// user this operation does not (see permissionRefused).
 func (c *Client) do(ctx context.Context, op op, f func(ctx context.Context) error) error {
 	if !c.up.Load() {
 		c.count(op, resultSkipped)
@@ -289,11 +298,55 @@ func (c *Client) do(ctx context.Context, op op, f func(ctx context.Context) erro
 		return nil
 	}
 	c.count(op, resultError)
-	if redisFailed(ctx, err) {
+	switch {
+	case permissionRefused(err):
+		c.noteRefused(op, err)
+	case redisFailed(ctx, err):
 		c.markDown(err)
 	}
 	return fmt.Errorf("%s on redis: %w", op, err)
 }
+
+// permissionRefused reports whether err is Redis refusing the user an
+// operation: its ACL lacks a command, a key or a channel. Redis answered,
+// and answers what the ACL allows: marking it down would take robots.txt
+// and schedules from the fleet for a refusal of holds alone.
+func permissionRefused(err error) bool {
+	rerr, ok := errors.AsType[redis.Error](err)
+	if !ok {
+		return false
+	}
+	// A command of a script refused is an ERR: Redis 7.0 says so in the
+	// first words, 7.2 on in the second.
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "NOPERM ") ||
+		strings.HasPrefix(msg, "ERR The user executing the script can't ") ||
+		strings.HasPrefix(msg, "ERR ACL failure in script: ")
+}
+
+// maxRefusals bounds the messages noteRefused remembers: past it, it
+// forgets them all and logs each again once.
+const maxRefusals = 32
+
+// noteRefused logs a permission refusal the first time Redis answers it:
+// the ACL does not mend by itself, and every operation of that kind meets
+// it again.
+func (c *Client) noteRefused(op op, err error) {
+	msg := redisMessage(err)
+	c.refusalsMu.Lock()
+	defer c.refusalsMu.Unlock()
+	if c.refusals[msg] {
+		return
+	}
+	if len(c.refusals) >= maxRefusals {
+		clear(c.refusals)
+	}
+	c.refusals[msg] = true
+	c.log.Warn(msgOpRefused, "addr", c.addr, "op", op.String(), "err", err)
+}
+
+// msgOpRefused is logged once per message Redis refuses an operation with.
+const msgOpRefused = "redis refuses robotsgate's user an operation: this instance does each such operation alone, the rest stays shared with the fleet; give the user what the fleet manual lists"
 
 // redisFailed reports whether err, the error of an operation on the
 // caller's ctx, says that Redis failed, rather than the caller or this

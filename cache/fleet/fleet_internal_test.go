@@ -38,6 +38,38 @@ func TestRedisFailed(t *testing.T) {
 	}
 }
 
+// redisError is an error as Redis answers it.
+type redisError string
+
+func (e redisError) Error() string { return string(e) }
+func (redisError) RedisError()     {}
+
+func TestPermissionRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"a key the ACL lacks", redisError("NOPERM this user has no permissions to access one of the keys used as arguments"), true},
+		{"a command the ACL lacks", redisError("NOPERM User gate has no permissions to run the 'evalsha' command"), true},
+		{"a script's command, Redis 7.0", redisError("ERR The user executing the script can't publish to the channel mentioned in the command script: 4656, on @user_script:17."), true},
+		{"a script's command, Redis 7.2", redisError("ERR ACL failure in script: User gate has no permissions to run the 'publish' command script: 4656, on @user_script:17."), true},
+		{"wrapped", fmt.Errorf("hold_store on redis: %w", redisError("NOPERM no permissions")), true},
+		{"a password refused", redisError("WRONGPASS invalid username-password pair or user is disabled."), false},
+		{"another error of Redis", redisError("LOADING Redis is loading the dataset in memory"), false},
+		{"an error of a script", redisError("ERR user_script:3: Script attempted to access nonexistent global variable"), false},
+		{"connection lost", io.EOF, false},
+		{"the words, not from Redis", errors.New("ERR The user executing the script can't publish"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := permissionRefused(tt.err); got != tt.want {
+				t.Errorf("permissionRefused(%v) = %v; want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
 // TestPoolTellsItsTimeout: the pool is sized for bursts, and a wait for
 // one of its connections ends before the operation's deadline, so that the
 // error is ErrPoolTimeout, which redisFailed does not hold against Redis.

@@ -29,8 +29,10 @@ func (c *Client) Holds() *Holds { return &Holds{c: c} }
 // Watch ignores it, as whoever else writes to Redis may send anything.
 const MaxHoldBytes = 4 << 10
 
-// maxVersion is the largest version a Lua number holds exactly, 2^53.
-const maxVersion = 1 << 53
+// maxVersion is the largest version: below 2^53, so that the script's
+// cur+1 is exact in a Lua number (a double), and two Stores on one version
+// never store the same one.
+const maxVersion = 1<<53 - 1
 
 // The fields of a hold's hash.
 const (
@@ -43,8 +45,8 @@ const (
 const holdMessageTag = "v1:"
 
 // holdLua reads a hold's version the way Load does: a hash whose version
-// is not a decimal of 1 to 2^53, or whose state is missing or too long, is
-// someone else's and counts as absent.
+// is not a decimal of 1 to 2^53-1, or whose state is missing or too long,
+// is someone else's and counts as absent.
 const holdLua = `
 local function version(key)
   local r = redis.pcall('HMGET', key, 'v', 's')
@@ -52,8 +54,8 @@ local function version(key)
   local v, s = r[1], r[2]
   if type(v) ~= 'string' or type(s) ~= 'string' or #s > 4096 then return 0 end
   if #v > 16 or not string.find(v, '^[1-9]%d*$') then return 0 end
-  -- As strings: tonumber rounds a number past 2^53 to one within.
-  if #v == 16 and v > '9007199254740992' then return 0 end
+  -- As strings: from 2^53 on, tonumber may round.
+  if #v == 16 and v >= '9007199254740992' then return 0 end
   return tonumber(v)
 end
 `
@@ -63,15 +65,19 @@ end
 // ARGV[4] on the channel ARGV[5]; it returns 1 when stored. The new version
 // is at least Redis's clock in microseconds, so that versions only grow,
 // across an expiry too: a version read before the key expired never
-// matches one stored after. A script is not undone when a command fails:
-// PUBLISH comes first, so that a user whose ACL lacks the channel stores
-// nothing the others would not hear of; no one sees the message before the
-// script ends.
+// matches one stored after. Past 2^53-1, which only a writer other than
+// robotsgate reaches, it starts again from the clock: stored, 2^53 would
+// read as absent, for a Store on version 0 to overwrite. A script is not
+// undone when a command fails: PUBLISH comes first, so that a user whose
+// ACL lacks the channel stores nothing the others would not hear of; no
+// one sees the message before the script ends.
 const holdStoreScript = holdLua + `
 local cur = version(KEYS[1])
 if cur ~= tonumber(ARGV[1]) then return 0 end
 local t = redis.call('TIME')
-local nv = math.max(cur + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+local nv = cur + 1
+if nv > 9007199254740991 then nv = 0 end
+nv = math.max(nv, tonumber(t[1]) * 1000000 + tonumber(t[2]))
 redis.call('PUBLISH', ARGV[5], ARGV[4])
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'v', string.format('%.0f', nv), 's', ARGV[2])
@@ -252,7 +258,7 @@ func decodeHold(fields []any) (state []byte, version int64) {
 	return []byte(s), version
 }
 
-// parseVersion reads a decimal of 1 to 2^53 without sign or leading zero.
+// parseVersion reads a decimal of 1 to 2^53-1 without sign or leading zero.
 func parseVersion(v string) (int64, bool) {
 	if len(v) == 0 || len(v) > 16 || v[0] < '1' || v[0] > '9' || strings.IndexFunc(v, notDigit) >= 0 {
 		return 0, false

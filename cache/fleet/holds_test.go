@@ -3,6 +3,8 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -235,6 +237,7 @@ func TestHoldsHostileValues(t *testing.T) {
 		{"hexadecimal", hset(raw, map[string]string{"v": "0x10", "s": "x"})},
 		{"exponent", hset(raw, map[string]string{"v": "1e3", "s": "x"})},
 		{"spaces", hset(raw, map[string]string{"v": " 5", "s": "x"})},
+		{"2^53", hset(raw, map[string]string{"v": "9007199254740992", "s": "x"})},
 		{"beyond 2^53", hset(raw, map[string]string{"v": "9007199254740993", "s": "x"})},
 		{"state too long", hset(raw, map[string]string{"v": "5", "s": strings.Repeat("x", fleet.MaxHoldBytes+1)})},
 	}
@@ -276,7 +279,7 @@ func TestHoldsBounds(t *testing.T) {
 		{"group too long", long + "g", "s", 0},
 		{"state too long", "g", long + "s", 0},
 		{"negative version", "g", "s", -1},
-		{"version beyond 2^53", "g", "s", 1<<53 + 1},
+		{"version 2^53", "g", "s", 1 << 53},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			stored, err := h.Store(t.Context(), tt.group, []byte(tt.state), tt.version, time.Minute)
@@ -300,6 +303,36 @@ func TestHoldsBounds(t *testing.T) {
 	}
 	if keys := srv.Keys(fleet.DefaultPrefix + "hold:"); len(keys) != 1 {
 		t.Errorf("hold keys = %d; want one, at the bound", len(keys))
+	}
+}
+
+// TestHoldsVersionAtTheTop: another writer's version of 2^53-1, the
+// largest, is stepped from as any other, and compare-and-set holds past
+// it: cur+1 would be 2^53, and past it a Lua number rounds.
+func TestHoldsVersionAtTheTop(t *testing.T) {
+	srv := startRedis(t)
+	c, _ := newClient(t, srv, fleet.Options{})
+	h := c.Holds()
+	const group, top = "g", 1<<53 - 1
+	if err := hset(srv.Raw(0), map[string]string{"v": strconv.FormatInt(top, 10), "s": "x"})(t.Context(), fleet.DefaultPrefix+"hold:"+group); err != nil {
+		t.Fatal(err)
+	}
+	if state, version := load(t, h, group); state != "x" || version != top {
+		t.Fatalf("Load = %q, %d; want %q, %d", state, version, "x", int64(top))
+	}
+	version := int64(top)
+	for i := range 3 {
+		if !store(t, h, group, "mine", version) {
+			t.Fatalf("Store %d on version %d refused", i, version)
+		}
+		state, next := load(t, h, group)
+		if state != "mine" || next <= 0 || next == version {
+			t.Fatalf("Load after Store %d on version %d = %q, %d; want the state, another version", i, version, state, next)
+		}
+		if store(t, h, group, "stale", version) {
+			t.Fatalf("a second Store on version %d succeeded", version)
+		}
+		version = next
 	}
 }
 
@@ -550,14 +583,18 @@ func TestHoldsChannelRefused(t *testing.T) {
 	if keys := srv.Keys(fleet.DefaultPrefix + "hold:"); len(keys) != 0 {
 		t.Errorf("a refused Store left %q", keys)
 	}
+	// Only the hold is this instance's alone: Redis is up for the rest.
+	if !c.Status().Up {
+		t.Errorf("Status = %+v after a refused Store; want up", c.Status())
+	}
+	if _, _, _, err := c.Schedules().Take(t.Context(), "https://example.com:443", time.Second, 0); err != nil {
+		t.Errorf("Take right after a refused Store: %v", err)
+	}
 
 	if err := admin.Do(t.Context(), "ACL", "SETUSER", "gate", "&"+holdsChannel).Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitSubscribed(t, srv, 1)
-	if !waitFor(20*testRetryEvery+testTimeout, func() bool { return c.Status().Up }) {
-		t.Fatalf("Status = %+v; want up", c.Status())
-	}
 	if !store(t, c.Holds(), "g", "s", 0) {
 		t.Fatal("Store refused")
 	}
@@ -570,4 +607,79 @@ func TestHoldsChannelRefused(t *testing.T) {
 			t.Errorf("%s as the ACL user: %v", op, err)
 		}
 	}
+}
+
+// TestPermissionRefusedIsNoOutage: Redis refusing the ACL user one
+// operation fails that operation alone, each time, and says so once per
+// message; the Client stays up and every other operation goes to Redis.
+func TestPermissionRefusedIsNoOutage(t *testing.T) {
+	base := []string{"on", ">pw", "+@read", "+@write", "+@scripting", "+@pubsub", "+@connection", "+@transaction", "+time"}
+	tests := []struct {
+		name    string
+		acl     []string
+		refused []string // the operations of everyOp Redis refuses
+	}{
+		{"no channel", []string{"~" + fleet.DefaultPrefix + "*", "resetchannels"}, []string{"hold_store"}},
+		{"no hold keys", []string{"~" + fleet.DefaultPrefix + "robots*", "~" + fleet.DefaultPrefix + "pace*", "&" + holdsChannel}, []string{"hold_load", "hold_store"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startRedis(t)
+			acl := append([]any{"ACL", "SETUSER", "gate"}, toAny(base)...)
+			if err := srv.Raw(0).Do(t.Context(), append(acl, toAny(tt.acl)...)...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			c, logs := newClient(t, srv, fleet.Options{URL: "redis://gate:pw@" + srv.Addr(), Timeout: testTimeout, RetryEvery: testRetryEvery})
+			messages := map[string]bool{}
+			const rounds = 3
+			for round := range rounds {
+				for op, err := range everyOp(t.Context(), c) {
+					if !slices.Contains(tt.refused, op) {
+						if err != nil {
+							t.Errorf("round %d: %s: %v; want it done", round, op, err)
+						}
+						continue
+					}
+					rerr, ok := errors.AsType[redis.Error](err)
+					if !ok || errors.Is(err, fleet.ErrUnavailable) {
+						t.Errorf("round %d: %s = %v; want Redis refusing it", round, op, err)
+						continue
+					}
+					messages[rerr.Error()] = true
+				}
+				if st := c.Status(); !st.Up {
+					t.Fatalf("round %d: Status = %+v; want up", round, st)
+				}
+			}
+			ops := operations(t, c)
+			for _, op := range tt.refused {
+				if ops[op+"/error"] != rounds || ops[op+"/skipped"] != 0 {
+					t.Errorf("%s: %v errors, %v skipped; want %d errors, none skipped", op, ops[op+"/error"], ops[op+"/skipped"], rounds)
+				}
+			}
+			if changes := counters(t, c, "robotsgate_redis_state_changes_total")[""]; changes != 0 {
+				t.Errorf("robotsgate_redis_state_changes_total = %v; want 0", changes)
+			}
+			var warned []string
+			for _, line := range logs.lines("WARN") {
+				if strings.Contains(line, "redis refuses robotsgate's user an operation") {
+					warned = append(warned, line)
+				}
+			}
+			if len(warned) != len(messages) {
+				t.Errorf("warnings of refused operations = %q; want one for each of %q", warned, slices.Collect(maps.Keys(messages)))
+			}
+			if strings.Contains(logs.String(), "redis unreachable") || strings.Contains(logs.String(), "reachable again") {
+				t.Errorf("a refused operation was logged as Redis going away:\n%s", logs)
+			}
+		})
+	}
+}
+
+func toAny(s []string) []any {
+	a := make([]any, len(s))
+	for i, v := range s {
+		a[i] = v
+	}
+	return a
 }

@@ -50,7 +50,7 @@ type result uint8
 
 const (
 	resultOK      result = iota
-	resultError          // Redis failed or did not answer in time
+	resultError          // Redis failed, did not answer in time, or refused the user the operation
 	resultSkipped        // refused at once while Redis was down: the caller worked alone
 	resultCount
 )
@@ -97,7 +97,7 @@ func newDescs() descs {
 		changes: prometheus.NewDesc("robotsgate_redis_state_changes_total",
 			"Times robotsgate_redis_up changed: Redis went down, or answered after being down.", nil, nil),
 		ops: prometheus.NewDesc("robotsgate_redis_operations_total",
-			"Operations on Redis, by op and result (ok; error: Redis failed or was too slow; skipped: refused at once while Redis was down, the caller worked alone).",
+			"Operations on Redis, by op and result (ok; error: Redis failed, was too slow, or refused the operation to the ACL user; skipped: refused at once while Redis was down, the caller worked alone).",
 			[]string{"op", "result"}, nil),
 		holdMessages: prometheus.NewDesc("robotsgate_redis_hold_messages_total",
 			"Hold states the fleet published that this instance's watch received, by result (applied; ignored: malformed, not one robotsgate published).",

@@ -86,9 +86,13 @@ type Record struct {
 	// which HoldError names in a few words), HoldAt when the origin
 	// answered so and HoldUntil when the hold ends. BackoffStep counts
 	// the failures in a row behind a backoff.
-	HoldCause   string    `json:"hold_cause,omitempty"`
-	HoldStatus  int       `json:"hold_status,omitempty"`
-	HoldError   string    `json:"hold_error,omitempty"`
+	HoldCause  string `json:"hold_cause,omitempty"`
+	HoldStatus int    `json:"hold_status,omitempty"`
+	HoldError  string `json:"hold_error,omitempty"`
+	// HoldOrigin is the origin whose answer set the hold, only when it is
+	// not the request's own: a group of several hosts
+	// (ROBOTSGATE_PACE_BY=domain or address) is held by any one's answer.
+	HoldOrigin  string    `json:"hold_origin,omitempty"`
 	HoldAt      time.Time `json:"hold_at,omitzero"`
 	HoldUntil   time.Time `json:"hold_until,omitzero"`
 	BackoffStep int       `json:"backoff_step,omitempty"`
@@ -462,7 +466,7 @@ func (w *Writer) Close() error {
 const (
 	targetBound = 2048 // url, reading: a request target may take 8 KiB
 	reasonBound = 1024 // reason, error, hold_error: a few words around a rule, a reading or an origin's answer
-	nameBound   = 512  // user_agent, rule, origin, tunnel, robots_txt, pace_group (an origin when its lookup failed)
+	nameBound   = 512  // user_agent, rule, origin, tunnel, robots_txt, hold_origin, pace_group (an origin when its lookup failed)
 	stepsBound  = 256  // reading_steps
 	tokenBound  = 128  // client, token, ua_token, credential, group
 	// method, and the proxy's own words (verdict, mode, ...): bounded so
@@ -484,7 +488,7 @@ type text struct {
 }
 
 // texts are r's text fields with their bounds, in the JSON's order.
-func (r *Record) texts() [25]text {
+func (r *Record) texts() [26]text {
 	return [...]text{
 		{"client", &r.Client, tokenBound},
 		{"method", &r.Method, wordBound},
@@ -508,6 +512,7 @@ func (r *Record) texts() [25]text {
 		{"pace", &r.Pace, wordBound},
 		{"hold_cause", &r.HoldCause, wordBound},
 		{"hold_error", &r.HoldError, reasonBound},
+		{"hold_origin", &r.HoldOrigin, nameBound},
 		{"pace_group", &r.PaceGroup, nameBound},
 		{"mode", &r.Mode, wordBound},
 		{"error", &r.Error, reasonBound},
@@ -528,7 +533,7 @@ func (r *Record) withinBounds() bool {
 		(r.UAToken == nil || fits(*r.UAToken, tokenBound)) &&
 		fits(r.Origin, nameBound) && fits(r.Tunnel, nameBound) && fits(r.RobotsCache, wordBound) &&
 		fits(r.CrawlDelaySource, wordBound) && fits(r.Pace, wordBound) && fits(r.HoldCause, wordBound) &&
-		fits(r.HoldError, reasonBound) && fits(r.PaceGroup, nameBound) && fits(r.Mode, wordBound) &&
+		fits(r.HoldError, reasonBound) && fits(r.HoldOrigin, nameBound) && fits(r.PaceGroup, nameBound) && fits(r.Mode, wordBound) &&
 		fits(r.Error, reasonBound)
 }
 

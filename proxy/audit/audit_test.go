@@ -206,6 +206,14 @@ func TestHoldFields(t *testing.T) {
 			"pace": "backoff", "hold_cause": "backoff", "hold_error": "connection refused", "backoff_step": 3.0,
 			"pace_group": "address:127.0.0.1", "hold_at": "2026-11-25T10:00:00.250000001Z", "hold_until": "2026-11-25T10:00:04.25Z",
 		}},
+		{"held by another host of its domain", func(r *Record) {
+			r.Pace, r.Forwarded, r.Status = "held", false, 429
+			r.HoldCause, r.HoldStatus, r.HoldOrigin, r.PaceGroup = "retry-after", 503, "https://www.example.com", "domain:example.com"
+			r.HoldAt, r.HoldUntil = at, at.Add(time.Second)
+		}, map[string]any{
+			"pace": "held", "hold_cause": "retry-after", "hold_status": 503.0, "hold_origin": "https://www.example.com",
+			"pace_group": "domain:example.com", "hold_at": "2026-11-25T10:00:00.25Z", "hold_until": "2026-11-25T10:00:01.25Z",
+		}},
 		{"waited out a hold", func(r *Record) {
 			r.Pace, r.WaitedMS = "waited", 1500
 			r.HoldCause, r.HoldStatus, r.BackoffStep, r.HoldAt, r.HoldUntil = "backoff", 500, 1, at, at.Add(1500*time.Millisecond)
@@ -221,7 +229,7 @@ func TestHoldFields(t *testing.T) {
 			if got["time"] != "2026-11-25T10:00:00.25Z" {
 				t.Errorf("time = %v", got["time"])
 			}
-			for _, k := range []string{"pace", "waited_ms", "hold_cause", "hold_status", "hold_error", "hold_at", "hold_until", "backoff_step", "pace_group"} {
+			for _, k := range []string{"pace", "waited_ms", "hold_cause", "hold_status", "hold_error", "hold_origin", "hold_at", "hold_until", "backoff_step", "pace_group"} {
 				if v, ok := got[k]; v != c.want[k] || ok != (c.want[k] != nil) {
 					t.Errorf("%s = %#v (present: %v), want %#v", k, v, ok, c.want[k])
 				}

@@ -25,7 +25,7 @@ var fieldBounds = map[string]int{
 	"reading_steps": 256, "robots_txt": 512, "robots_outcome": 64, "credential": 128,
 	"ua_token": 128, "origin": 512, "tunnel": 512, "robots_cache": 64,
 	"crawl_delay_source": 64, "pace": 64, "mode": 64, "error": 1024,
-	"hold_cause": 64, "hold_error": 1024, "pace_group": 512,
+	"hold_cause": 64, "hold_error": 1024, "hold_origin": 512, "pace_group": 512,
 }
 
 // markerRE matches a cut value's marker, capturing the length and hash.

@@ -97,13 +97,19 @@ func isTimeout(err error) bool {
 	return errors.As(err, &t) && t.Timeout()
 }
 
-// Unanswered reports whether err says the origin did not answer: no
-// connection, a connection cut or closed before the answer, a timeout.
-// Those are signs of a server in trouble, where a name that does not
-// resolve, a certificate refused or a malformed answer are not.
+// Unanswered reports whether err says the origin did not answer: a
+// connection refused, cut or closed before the answer, no route to it, a
+// timeout. Those are signs of a server in trouble, where a name that does
+// not resolve (in time or at all), a certificate refused, a malformed
+// answer or robotsgate's own trouble connecting (no free port or file
+// descriptor: "could not connect") are not.
 func Unanswered(err error) bool {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return false
+	}
 	switch Of(err) {
-	case "timeout", "connection refused", "connection reset", "no route to host", "connection closed early", "could not connect":
+	case "timeout", "connection refused", "connection reset", "no route to host", "connection closed early":
 		return true
 	}
 	return false

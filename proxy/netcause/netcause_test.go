@@ -12,7 +12,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -208,6 +210,8 @@ func TestUnanswered(t *testing.T) {
 		{"closed early", io.ErrUnexpectedEOF, true},
 		{"cancelled by the client", context.Canceled, false},
 		{"not found", &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}, false},
+		{"DNS timeout", &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "i/o timeout", Name: "x.example", IsTimeout: true}}, false},
+		{"no file descriptor", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", syscall.EMFILE)}, false},
 		{"untrusted", x509.UnknownAuthorityError{}, false},
 		{"denied", fs.ErrPermission, false},
 		{"malformed", errors.New(`net/http: HTTP/1.x transport connection broken: malformed HTTP response "x"`), false},

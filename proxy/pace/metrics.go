@@ -21,11 +21,11 @@ var (
 	fallbacksDesc = prometheus.NewDesc("robotsgate_pace_shared_fallbacks_total",
 		"Requests paced by this instance alone because the schedules the fleet shares failed.", nil, nil)
 	holdsDesc = prometheus.NewDesc("robotsgate_pace_holds",
-		"Origin groups held now by their Retry-After or a backoff pause.", nil, nil)
+		"Holds in force now, by an origin's Retry-After or a backoff pause: of origin groups, of origins in a group, of single clients' own backoff.", nil, nil)
 	originFailuresDesc = prometheus.NewDesc("robotsgate_pace_origin_failures_total",
 		"Origins' answers that count toward a backoff: 429, 503, other 5xx (not 501), or no answer.", []string{"answer"}, nil)
 	holdsRaisedDesc = prometheus.NewDesc("robotsgate_pace_holds_raised_total",
-		"Times an origin group's hold was set or moved later, by the origin's Retry-After or by a backoff pause.", []string{"cause"}, nil)
+		"Times a hold was set or moved later: every crawler's, by the origin's Retry-After (retry-after) or a backoff pause (backoff); one client's own backoff pause (client-backoff).", []string{"cause"}, nil)
 	holdsDroppedDesc = prometheus.NewDesc("robotsgate_pace_holds_dropped_total",
 		"Holds of new origin groups not kept because the table of holds was full.", nil, nil)
 	holdFallbacksDesc = prometheus.NewDesc("robotsgate_pace_shared_hold_fallbacks_total",
@@ -64,6 +64,7 @@ func (p *Pacer) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(holdsRaisedDesc, prometheus.CounterValue, float64(p.holds.raisedByAnswer.Load()), "retry-after")
 	ch <- prometheus.MustNewConstMetric(holdsRaisedDesc, prometheus.CounterValue, float64(p.holds.raisedOff.Load()), "backoff")
+	ch <- prometheus.MustNewConstMetric(holdsRaisedDesc, prometheus.CounterValue, float64(p.holds.raisedClient.Load()), "client-backoff")
 	ch <- prometheus.MustNewConstMetric(holdsDroppedDesc, prometheus.CounterValue, float64(p.holds.dropped.Load()))
 	if p.opts.SharedHolds != nil {
 		ch <- prometheus.MustNewConstMetric(holdFallbacksDesc, prometheus.CounterValue, float64(p.holds.sharedFallbacks.Load()))

@@ -312,7 +312,10 @@ type Admission struct {
 	// ClientShare says, for Full, that what is full is the client's share
 	// of the table (Options.MaxSchedulesPerClient), not the table.
 	ClientShare bool
-	holdsConn   bool
+	// ByFactor says, for TooEarly, that Options.DelayFactor pushed the
+	// start beyond the delay.
+	ByFactor  bool
+	holdsConn bool
 	// Waited is how long the request was held.
 	Waited time.Duration
 	// RetryAfter is when to come back, for TooEarly, Busy, Full, Held
@@ -321,23 +324,25 @@ type Admission struct {
 	// Hold is the hold of the origin's group the request met, for Held
 	// and BackedOff, and for Waited when it waited one out; nil for none.
 	Hold *Hold
-	// ByFactor says, for TooEarly, that Options.DelayFactor pushed the
-	// start beyond the delay.
-	ByFactor bool
 
 	p *Pacer
-	// group is the pace group (see Grouper) the request went to.
-	group    string
-	key      uint64
-	client   uint64 // the hash of the client charged for key's schedule
-	slot     int64  // the start this request took in the Pacer's own schedule; -1 for none
-	interval int64
-	origin   uint64
+	// group is the pace group (see Grouper) the request went to,
+	// originName its own origin, clientName who sent it (Identity.Client).
+	group, originName, clientName string
+	key                           uint64
+	client                        uint64 // the hash of the client charged for key's schedule
+	slot                          int64  // the start this request took in the Pacer's own schedule; -1 for none
+	interval                      int64
+	origin                        uint64
 	// sharedKey names the Shared schedule sharedSlot was taken on; "" for
 	// none.
 	sharedKey  string
 	sharedSlot int64
 }
+
+// Group is the pace group the request went to: its origin, or the group
+// of hosts it is paced with; "" when it was not paced.
+func (a *Admission) Group() string { return a.group }
 
 // Allowed reports whether the request may go on to the origin: on time,
 // held until it was, or in ModeAudit whatever happened.
@@ -351,15 +356,16 @@ func (a *Admission) Allowed() bool {
 	return false
 }
 
-// Admit paces one request of who to group (its origin, or the group of
-// hosts it shares a pace with: see Grouper) with delay d. In ModeWait it
-// may hold the request, until ctx ends at the latest.
-func (p *Pacer) Admit(ctx context.Context, group string, who Identity, d Delay) Admission {
+// Admit paces one request of who to origin with delay d, origin sharing
+// its pace with group: itself, or the group of hosts it is paced with
+// (see Grouper). In ModeWait it may hold the request, until ctx ends at
+// the latest.
+func (p *Pacer) Admit(ctx context.Context, origin, group string, who Identity, d Delay) Admission {
 	a := Admission{p: p, slot: -1}
 	if p == nil || p.opts.Mode == ModeOff {
 		return a
 	}
-	a.group = group
+	a.group, a.originName, a.clientName = group, origin, who.Client
 	var deadline time.Time
 	if p.opts.Mode == ModeWait {
 		deadline = time.Now().Add(p.opts.MaxWait)

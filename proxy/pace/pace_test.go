@@ -63,31 +63,31 @@ func TestEnforceSchedule(t *testing.T) {
 		p := New(Options{Mode: ModeEnforce})
 		ctx := context.Background()
 		d := delay(time.Second)
-		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime || !a.Allowed() {
+		if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != OnTime || !a.Allowed() {
 			t.Fatalf("first request: %v", a.Outcome)
 		}
 		for range 5 {
-			a := p.Admit(ctx, origin, gptbot, d)
+			a := p.Admit(ctx, origin, origin, gptbot, d)
 			if a.Outcome != TooEarly || a.Allowed() || a.RetryAfter != time.Second {
 				t.Fatalf("burst: %v, retry after %v; want too early, 1s", a.Outcome, a.RetryAfter)
 			}
 		}
 		time.Sleep(999 * time.Millisecond)
-		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != time.Millisecond {
+		if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != time.Millisecond {
 			t.Fatalf("1ms early: %v, retry after %v", a.Outcome, a.RetryAfter)
 		}
 		time.Sleep(time.Millisecond)
-		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime {
+		if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != OnTime {
 			t.Fatalf("on the boundary: %v", a.Outcome)
 		}
 		// Late by 300ms: the next slot counts from this start, not from
 		// the one it could have had.
 		time.Sleep(1300 * time.Millisecond)
-		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime {
+		if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != OnTime {
 			t.Fatalf("late: %v", a.Outcome)
 		}
 		time.Sleep(999 * time.Millisecond)
-		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != TooEarly {
+		if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != TooEarly {
 			t.Fatalf("999ms after a late start: %v", a.Outcome)
 		}
 	})
@@ -101,7 +101,7 @@ func TestWhoSharesASchedule(t *testing.T) {
 		p := New(Options{})
 		ctx := context.Background()
 		d := delay(time.Minute)
-		p.Admit(ctx, origin, gptbot, d)
+		p.Admit(ctx, origin, origin, gptbot, d)
 		for _, c := range []struct {
 			origin string
 			who    Identity
@@ -115,18 +115,18 @@ func TestWhoSharesASchedule(t *testing.T) {
 			{"https://example.com:8443", gptbot, false},
 			{"http://example.com", gptbot, false},
 		} {
-			a := p.Admit(ctx, c.origin, c.who, d)
+			a := p.Admit(ctx, c.origin, c.origin, c.who, d)
 			if shared := a.Outcome == TooEarly; shared != c.shared {
 				t.Errorf("%s %+v: %v; want shared %v", c.origin, c.who, a.Outcome, c.shared)
 			}
 		}
 		// Two requests of one credential share it, whatever token it has.
 		cred := Identity{Credential: "crawler-7", Token: "a"}
-		p.Admit(ctx, origin, cred, d)
-		if a := p.Admit(ctx, origin, Identity{Credential: "crawler-7", Token: "b"}, d); a.Outcome != TooEarly {
+		p.Admit(ctx, origin, origin, cred, d)
+		if a := p.Admit(ctx, origin, origin, Identity{Credential: "crawler-7", Token: "b"}, d); a.Outcome != TooEarly {
 			t.Errorf("the credential's second request: %v", a.Outcome)
 		}
-		if a := p.Admit(ctx, origin, Identity{Credential: "Crawler-7"}, d); a.Outcome != OnTime {
+		if a := p.Admit(ctx, origin, origin, Identity{Credential: "Crawler-7"}, d); a.Outcome != OnTime {
 			t.Errorf("credential names are exact: %v", a.Outcome)
 		}
 	})
@@ -153,16 +153,16 @@ func TestLongKeys(t *testing.T) {
 				[]Identity{{Token: token + "x"}, {Token: token[:len(token)-1]}}},
 			{origin, Identity{Credential: token}, nil, []Identity{{Credential: strings.ToLower(token)}, {Credential: token + "x"}}},
 		} {
-			if a := p.Admit(ctx, c.origin, c.first, d); a.Outcome != OnTime {
+			if a := p.Admit(ctx, c.origin, c.origin, c.first, d); a.Outcome != OnTime {
 				t.Fatalf("%.20s… at %.30s…: %v", c.first.Token+c.first.Credential, c.origin, a.Outcome)
 			}
 			for _, who := range c.same {
-				if a := p.Admit(ctx, c.origin, who, d); a.Outcome != TooEarly {
+				if a := p.Admit(ctx, c.origin, c.origin, who, d); a.Outcome != TooEarly {
 					t.Errorf("%.20s… at %.30s…: %v, want the schedule of %.20s…", who.Token+who.Credential, c.origin, a.Outcome, c.first.Token+c.first.Credential)
 				}
 			}
 			for _, who := range c.other {
-				if a := p.Admit(ctx, c.origin, who, d); a.Outcome != OnTime {
+				if a := p.Admit(ctx, c.origin, c.origin, who, d); a.Outcome != OnTime {
 					t.Errorf("%.20s… at %.30s…: %v, want a schedule of its own", who.Token+who.Credential, c.origin, a.Outcome)
 				}
 			}
@@ -176,12 +176,12 @@ func TestIntervalFollowsRobots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := New(Options{})
 		ctx := context.Background()
-		p.Admit(ctx, origin, gptbot, delay(10*time.Second))
+		p.Admit(ctx, origin, origin, gptbot, delay(10*time.Second))
 		time.Sleep(2 * time.Second)
-		if a := p.Admit(ctx, origin, gptbot, delay(time.Second)); a.Outcome != TooEarly || a.RetryAfter != 8*time.Second {
+		if a := p.Admit(ctx, origin, origin, gptbot, delay(time.Second)); a.Outcome != TooEarly || a.RetryAfter != 8*time.Second {
 			t.Errorf("after the delay shrank: %v, retry after %v; want the start already promised", a.Outcome, a.RetryAfter)
 		}
-		if a := p.Admit(ctx, origin, gptbot, Delay{}); a.Outcome != OnTime {
+		if a := p.Admit(ctx, origin, origin, gptbot, Delay{}); a.Outcome != OnTime {
 			t.Errorf("no delay: %v", a.Outcome)
 		}
 	})
@@ -192,15 +192,15 @@ func TestAuditForwardsAndRecords(t *testing.T) {
 		p := New(Options{Mode: ModeAudit})
 		ctx := context.Background()
 		d := delay(time.Second)
-		p.Admit(ctx, origin, gptbot, d)
+		p.Admit(ctx, origin, origin, gptbot, d)
 		time.Sleep(400 * time.Millisecond)
-		a := p.Admit(ctx, origin, gptbot, d)
+		a := p.Admit(ctx, origin, origin, gptbot, d)
 		if a.Outcome != TooEarly || !a.Allowed() || a.RetryAfter != 600*time.Millisecond {
 			t.Fatalf("audit: %v allowed %v retry %v", a.Outcome, a.Allowed(), a.RetryAfter)
 		}
 		// What enforcement would have done: the early request took no slot.
 		time.Sleep(600 * time.Millisecond)
-		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime {
+		if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != OnTime {
 			t.Errorf("at the slot: %v", a.Outcome)
 		}
 	})
@@ -219,7 +219,7 @@ func TestWaitQueues(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 4 {
 			wg.Go(func() {
-				a := p.Admit(ctx, origin, gptbot, delay(time.Second))
+				a := p.Admit(ctx, origin, origin, gptbot, delay(time.Second))
 				mu.Lock()
 				defer mu.Unlock()
 				if !a.Allowed() {
@@ -251,11 +251,11 @@ func TestCancelledWaiter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := New(Options{Mode: ModeWait, MaxWait: time.Minute})
 		d := delay(time.Second)
-		p.Admit(context.Background(), origin, gptbot, d) // t=0, next slot at 1s
+		p.Admit(context.Background(), origin, origin, gptbot, d) // t=0, next slot at 1s
 
 		ctx, hangUp := context.WithCancel(context.Background())
 		gone := make(chan Admission)
-		go func() { gone <- p.Admit(ctx, origin, gptbot, d) }()
+		go func() { gone <- p.Admit(ctx, origin, origin, gptbot, d) }()
 		synctest.Wait()
 		time.Sleep(500 * time.Millisecond)
 		hangUp()
@@ -263,17 +263,17 @@ func TestCancelledWaiter(t *testing.T) {
 			t.Fatalf("hung up: %v allowed %v", a.Outcome, a.Allowed())
 		}
 		start := time.Now()
-		a := p.Admit(context.Background(), origin, gptbot, d)
+		a := p.Admit(context.Background(), origin, origin, gptbot, d)
 		if a.Outcome != Waited || time.Since(start) != 500*time.Millisecond {
 			t.Fatalf("after the hang-up: %v after %v; want the freed 1s slot, 500ms away", a.Outcome, time.Since(start))
 		}
 
 		// Now at 1s; slots at 2s and 3s queued, the first then hangs up.
 		ctx, hangUp = context.WithCancel(context.Background())
-		go func() { gone <- p.Admit(ctx, origin, gptbot, d) }()
+		go func() { gone <- p.Admit(ctx, origin, origin, gptbot, d) }()
 		synctest.Wait()
 		third := make(chan time.Time)
-		go func() { p.Admit(context.Background(), origin, gptbot, d); third <- time.Now() }()
+		go func() { p.Admit(context.Background(), origin, origin, gptbot, d); third <- time.Now() }()
 		synctest.Wait()
 		hangUp()
 		<-gone
@@ -290,7 +290,7 @@ func TestSchedulesExpire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := New(Options{MaxSchedules: 2 * shardCount, MaxSchedulesPerClient: 2 * shardCount})
 		ctx := context.Background()
-		p.Admit(ctx, origin, gptbot, delay(time.Second))
+		p.Admit(ctx, origin, origin, gptbot, delay(time.Second))
 		if n := p.Schedules(); n != 1 {
 			t.Fatalf("%d schedules, want 1", n)
 		}
@@ -300,7 +300,7 @@ func TestSchedulesExpire(t *testing.T) {
 		}
 		busy := 0
 		for i := range 1000 {
-			a := p.Admit(ctx, origin, Identity{Token: fmt.Sprint("bot", i)}, delay(time.Second))
+			a := p.Admit(ctx, origin, origin, Identity{Token: fmt.Sprint("bot", i)}, delay(time.Second))
 			switch a.Outcome {
 			case OnTime:
 			case Full:
@@ -317,7 +317,7 @@ func TestSchedulesExpire(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		for i := range 1000 {
-			if a := p.Admit(ctx, origin, Identity{Token: fmt.Sprint("later", i)}, delay(time.Millisecond)); a.Outcome != OnTime && a.Outcome != Full {
+			if a := p.Admit(ctx, origin, origin, Identity{Token: fmt.Sprint("later", i)}, delay(time.Millisecond)); a.Outcome != OnTime && a.Outcome != Full {
 				t.Fatalf("later %d: %v", i, a.Outcome)
 			}
 			time.Sleep(time.Millisecond) // each schedule passes before the next
@@ -325,7 +325,7 @@ func TestSchedulesExpire(t *testing.T) {
 		if n := p.Schedules(); n > 1 {
 			t.Errorf("%d schedules left, want at most the last one", n)
 		}
-		if a := p.Admit(ctx, origin, Identity{Token: "new"}, delay(time.Second)); a.Outcome != OnTime {
+		if a := p.Admit(ctx, origin, origin, Identity{Token: "new"}, delay(time.Second)); a.Outcome != OnTime {
 			t.Errorf("a new identity once the old schedules passed: %v", a.Outcome)
 		}
 	})
@@ -338,17 +338,17 @@ func TestConnectionBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		enforce := New(Options{MaxConnsPerOrigin: 1})
-		first := enforce.Admit(ctx, origin, gptbot, Delay{})
+		first := enforce.Admit(ctx, origin, origin, gptbot, Delay{})
 		other := Identity{Token: "bingbot"}
-		a := enforce.Admit(ctx, origin, other, delay(time.Minute))
+		a := enforce.Admit(ctx, origin, origin, other, delay(time.Minute))
 		if a.Outcome != Busy || a.Allowed() || a.RetryAfter != time.Second {
 			t.Fatalf("enforce past the bound: %v %v", a.Outcome, a.RetryAfter)
 		}
-		if a := enforce.Admit(ctx, "https://elsewhere.example", other, Delay{}); a.Outcome != OnTime {
+		if a := enforce.Admit(ctx, "https://elsewhere.example", "https://elsewhere.example", other, Delay{}); a.Outcome != OnTime {
 			t.Fatalf("another origin: %v", a.Outcome)
 		}
 		first.Done()
-		second := enforce.Admit(ctx, origin, other, delay(time.Minute))
+		second := enforce.Admit(ctx, origin, origin, other, delay(time.Minute))
 		if second.Outcome != OnTime {
 			t.Fatalf("after Done, with the slot given back: %v", second.Outcome)
 		}
@@ -356,21 +356,21 @@ func TestConnectionBound(t *testing.T) {
 		second.Done() // twice is harmless
 
 		wait := New(Options{Mode: ModeWait, MaxWait: 5 * time.Second, MaxConnsPerOrigin: 1})
-		first = wait.Admit(ctx, origin, gptbot, Delay{})
+		first = wait.Admit(ctx, origin, origin, gptbot, Delay{})
 		held := make(chan Admission)
-		go func() { held <- wait.Admit(ctx, origin, other, Delay{}) }()
+		go func() { held <- wait.Admit(ctx, origin, origin, other, Delay{}) }()
 		time.Sleep(2 * time.Second)
 		first.Done()
 		a = <-held
 		if a.Outcome != Waited || a.Waited != 2*time.Second {
 			t.Fatalf("wait: %v after %v", a.Outcome, a.Waited)
 		}
-		go func() { held <- wait.Admit(ctx, origin, gptbot, Delay{}) }()
+		go func() { held <- wait.Admit(ctx, origin, origin, gptbot, Delay{}) }()
 		if b := <-held; b.Outcome != Busy || b.Waited != 5*time.Second {
 			t.Fatalf("wait past MaxWait: %v after %v", b.Outcome, b.Waited)
 		}
 		cctx, hangUp := context.WithCancel(ctx)
-		go func() { held <- wait.Admit(cctx, origin, gptbot, Delay{}) }()
+		go func() { held <- wait.Admit(cctx, origin, origin, gptbot, Delay{}) }()
 		synctest.Wait()
 		hangUp()
 		if b := <-held; b.Outcome != Gone {
@@ -382,13 +382,13 @@ func TestConnectionBound(t *testing.T) {
 		}
 
 		audit := New(Options{Mode: ModeAudit, MaxConnsPerOrigin: 1})
-		x := audit.Admit(ctx, origin, gptbot, Delay{})
-		y := audit.Admit(ctx, origin, other, Delay{})
+		x := audit.Admit(ctx, origin, origin, gptbot, Delay{})
+		y := audit.Admit(ctx, origin, origin, other, Delay{})
 		if y.Outcome != Busy || !y.Allowed() {
 			t.Fatalf("audit past the bound: %v allowed %v", y.Outcome, y.Allowed())
 		}
 		x.Done()
-		if z := audit.Admit(ctx, origin, gptbot, Delay{}); z.Outcome != Busy {
+		if z := audit.Admit(ctx, origin, origin, gptbot, Delay{}); z.Outcome != Busy {
 			t.Errorf("audit: the request recorded busy is still in flight: %v", z.Outcome)
 		}
 	})
@@ -399,9 +399,9 @@ func TestUndo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := New(Options{MaxConnsPerOrigin: 1})
 		ctx := context.Background()
-		a := p.Admit(ctx, origin, gptbot, delay(time.Second))
+		a := p.Admit(ctx, origin, origin, gptbot, delay(time.Second))
 		a.Undo()
-		if b := p.Admit(ctx, origin, gptbot, delay(time.Second)); b.Outcome != OnTime {
+		if b := p.Admit(ctx, origin, origin, gptbot, delay(time.Second)); b.Outcome != OnTime {
 			t.Errorf("after Undo: %v", b.Outcome)
 		}
 	})
@@ -410,12 +410,12 @@ func TestUndo(t *testing.T) {
 func TestOffPacesNothing(t *testing.T) {
 	p := New(Options{Mode: ModeOff, MaxConnsPerOrigin: 1})
 	for range 3 {
-		if a := p.Admit(context.Background(), origin, gptbot, delay(time.Hour)); a.Outcome != OnTime {
+		if a := p.Admit(context.Background(), origin, origin, gptbot, delay(time.Hour)); a.Outcome != OnTime {
 			t.Fatalf("off: %v", a.Outcome)
 		}
 	}
 	var nilPacer *Pacer
-	if a := nilPacer.Admit(context.Background(), origin, gptbot, delay(time.Hour)); !a.Allowed() {
+	if a := nilPacer.Admit(context.Background(), origin, origin, gptbot, delay(time.Hour)); !a.Allowed() {
 		t.Fatal("a nil pacer refused")
 	}
 }
@@ -427,7 +427,7 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 	d := delay(time.Nanosecond)
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
-		a := p.Admit(ctx, origin, Identity{Token: "GPTBot", Client: "192.0.2.1:"}, d)
+		a := p.Admit(ctx, origin, origin, Identity{Token: "GPTBot", Client: "192.0.2.1:"}, d)
 		a.Done()
 	})
 	if allocs != 0 {
@@ -459,7 +459,7 @@ func BenchmarkAdmit(b *testing.B) {
 	who := Identity{Token: "GPTBot", Client: "192.0.2.1:"}
 	b.ReportAllocs()
 	for b.Loop() {
-		a := p.Admit(ctx, "https://www.example.com", who, d)
+		a := p.Admit(ctx, "https://www.example.com", "https://www.example.com", who, d)
 		a.Done()
 	}
 }

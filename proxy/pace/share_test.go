@@ -47,24 +47,24 @@ func TestClientShare(t *testing.T) {
 				d := delay(time.Minute)
 				ids := inShard(p, origin, 5, hostile, "bot", 4)
 				for _, who := range ids[:2] {
-					if a := p.Admit(ctx, origin, who, d); a.Outcome != OnTime {
+					if a := p.Admit(ctx, origin, origin, who, d); a.Outcome != OnTime {
 						t.Fatalf("%s within its share: %v", who.Token, a.Outcome)
 					}
 				}
-				a := p.Admit(ctx, origin, ids[2], d)
+				a := p.Admit(ctx, origin, origin, ids[2], d)
 				if a.Outcome != Full || !a.ClientShare || a.RetryAfter != time.Second || a.Allowed() != (mode == ModeAudit) {
 					t.Fatalf("past its share: %v, client's share %v, retry after %v, allowed %v; want full by the client's share, 1s",
 						a.Outcome, a.ClientShare, a.RetryAfter, a.Allowed())
 				}
-				if a := p.Admit(ctx, origin, as(ids[2], other), d); a.Outcome != OnTime {
+				if a := p.Admit(ctx, origin, origin, as(ids[2], other), d); a.Outcome != OnTime {
 					t.Fatalf("another client, same identity, same shard: %v", a.Outcome)
 				}
-				if a := p.Admit(ctx, origin, as(ids[3], other), d); a.Outcome != OnTime {
+				if a := p.Admit(ctx, origin, origin, as(ids[3], other), d); a.Outcome != OnTime {
 					t.Fatalf("another client, its second schedule in the shard: %v", a.Outcome)
 				}
 				// Not new: paced as usual, whoever started them.
 				for _, who := range []Identity{ids[0], ids[2], as(ids[0], other)} {
-					if a := p.Admit(ctx, origin, who, d); a.Outcome != TooEarly || a.ClientShare {
+					if a := p.Admit(ctx, origin, origin, who, d); a.Outcome != TooEarly || a.ClientShare {
 						t.Errorf("%s from %s, its schedule held: %v, client's share %v; want too early",
 							who.Token, who.Client, a.Outcome, a.ClientShare)
 					}
@@ -91,7 +91,7 @@ func TestClientShareBound(t *testing.T) {
 		d := delay(time.Minute)
 		held, refused := 0, 0
 		for i := range 10_000 {
-			switch a := p.Admit(ctx, origin, Identity{Token: fmt.Sprint("rotating", i), Client: hostile}, d); a.Outcome {
+			switch a := p.Admit(ctx, origin, origin, Identity{Token: fmt.Sprint("rotating", i), Client: hostile}, d); a.Outcome {
 			case OnTime:
 				held++
 			case Full:
@@ -107,7 +107,7 @@ func TestClientShareBound(t *testing.T) {
 		}
 		for i := range 1000 {
 			who := Identity{Token: fmt.Sprint("crawler", i), Client: fmt.Sprintf("203.0.113.%d:", i)}
-			if a := p.Admit(ctx, origin, who, d); a.Outcome != OnTime {
+			if a := p.Admit(ctx, origin, origin, who, d); a.Outcome != OnTime {
 				t.Fatalf("another client, %s: %v", who.Client, a.Outcome)
 			}
 		}
@@ -130,12 +130,12 @@ func TestClientShareReleased(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := New(opts)
 			ids := inShard(p, origin, 9, hostile, "bot", 4)
-			p.Admit(ctx, origin, ids[0], delay(time.Second))
-			if a := p.Admit(ctx, origin, ids[1], delay(time.Second)); a.Outcome != Full || !a.ClientShare {
+			p.Admit(ctx, origin, origin, ids[0], delay(time.Second))
+			if a := p.Admit(ctx, origin, origin, ids[1], delay(time.Second)); a.Outcome != Full || !a.ClientShare {
 				t.Fatalf("at its share: %v", a.Outcome)
 			}
 			time.Sleep(time.Second)
-			if a := p.Admit(ctx, origin, ids[1], delay(10*time.Millisecond)); a.Outcome != OnTime {
+			if a := p.Admit(ctx, origin, origin, ids[1], delay(10*time.Millisecond)); a.Outcome != OnTime {
 				t.Fatalf("once its schedule passed: %v", a.Outcome)
 			}
 			if n := p.Schedules(); n != 1 {
@@ -143,11 +143,11 @@ func TestClientShareReleased(t *testing.T) {
 			}
 			// Swept a moment ago: the one that passed since waits its turn.
 			time.Sleep(20 * time.Millisecond)
-			if a := p.Admit(ctx, origin, ids[2], delay(time.Second)); a.Outcome != Full || !a.ClientShare {
+			if a := p.Admit(ctx, origin, origin, ids[2], delay(time.Second)); a.Outcome != Full || !a.ClientShare {
 				t.Fatalf("20ms after a sweep: %v; want full until a second after it", a.Outcome)
 			}
 			time.Sleep(980 * time.Millisecond)
-			if a := p.Admit(ctx, origin, ids[2], delay(time.Second)); a.Outcome != OnTime {
+			if a := p.Admit(ctx, origin, origin, ids[2], delay(time.Second)); a.Outcome != OnTime {
 				t.Fatalf("a second after the sweep: %v", a.Outcome)
 			}
 		})
@@ -159,13 +159,13 @@ func TestClientShareReleased(t *testing.T) {
 			// bound refuses the hostile client's request to origin.
 			p := New(Options{MaxSchedulesPerClient: 2 * shardCount, MaxConnsPerOrigin: 1})
 			const elsewhere = "https://elsewhere.example"
-			first := p.Admit(ctx, origin, Identity{Token: "bingbot", Client: other}, Delay{})
+			first := p.Admit(ctx, origin, origin, Identity{Token: "bingbot", Client: other}, Delay{})
 			defer first.Done()
 			xs := inShard(p, elsewhere, 9, hostile, "bot", 3)
 			y := inShard(p, origin, 9, hostile, "bot", 1)[0]
 			admit := func(origin string, who Identity, want Outcome) Admission {
 				t.Helper()
-				a := p.Admit(ctx, origin, who, delay(time.Minute))
+				a := p.Admit(ctx, origin, origin, who, delay(time.Minute))
 				if a.Outcome != want {
 					t.Fatalf("%s at %s: %q, want %q", who.Token, origin, a.Outcome, want)
 				}
@@ -189,25 +189,25 @@ func TestClientShareReleased(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := New(Options{Mode: ModeWait, MaxWait: time.Minute, MaxSchedulesPerClient: shardCount})
 			ids := inShard(p, origin, 9, hostile, "bot", 2)
-			p.Admit(ctx, origin, ids[0], delay(time.Second))
+			p.Admit(ctx, origin, origin, ids[0], delay(time.Second))
 			// Queued at 1s behind its own start, it hangs up at 0.5s: its
 			// start is given back, and the schedule stays the client's.
 			held, hangUp := context.WithCancel(ctx)
 			gone := make(chan Outcome)
-			go func() { gone <- p.Admit(held, origin, ids[0], delay(time.Second)).Outcome }()
+			go func() { gone <- p.Admit(held, origin, origin, ids[0], delay(time.Second)).Outcome }()
 			synctest.Wait()
 			time.Sleep(500 * time.Millisecond)
 			hangUp()
 			if o := <-gone; o != Gone {
 				t.Fatalf("hung up: %v", o)
 			}
-			if a := p.Admit(ctx, origin, ids[1], delay(time.Second)); a.Outcome != Full {
+			if a := p.Admit(ctx, origin, origin, ids[1], delay(time.Second)); a.Outcome != Full {
 				t.Fatalf("while its first schedule holds: %v", a.Outcome)
 			}
 			// That swept the shard; the next sweep for the client is a
 			// second later.
 			time.Sleep(time.Second)
-			if a := p.Admit(ctx, origin, ids[1], delay(time.Second)); a.Outcome != OnTime {
+			if a := p.Admit(ctx, origin, origin, ids[1], delay(time.Second)); a.Outcome != OnTime {
 				t.Fatalf("once it passed: %v", a.Outcome)
 			}
 		})
@@ -217,20 +217,20 @@ func TestClientShareReleased(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := New(opts)
 			ids := inShard(p, origin, 9, hostile, "bot", 3)
-			p.Admit(ctx, origin, ids[0], delay(time.Second))
+			p.Admit(ctx, origin, origin, ids[0], delay(time.Second))
 			time.Sleep(time.Second)
 			// Passed, not swept: the one schedule, its creator's still.
-			if a := p.Admit(ctx, origin, as(ids[0], other), delay(time.Second)); a.Outcome != OnTime {
+			if a := p.Admit(ctx, origin, origin, as(ids[0], other), delay(time.Second)); a.Outcome != OnTime {
 				t.Fatalf("another client, once the schedule passed: %v", a.Outcome)
 			}
-			if a := p.Admit(ctx, origin, ids[1], delay(time.Second)); a.Outcome != Full || !a.ClientShare {
+			if a := p.Admit(ctx, origin, origin, ids[1], delay(time.Second)); a.Outcome != Full || !a.ClientShare {
 				t.Fatalf("the client that created it, while it holds: %v", a.Outcome)
 			}
-			if a := p.Admit(ctx, origin, as(ids[2], other), delay(time.Second)); a.Outcome != OnTime {
+			if a := p.Admit(ctx, origin, origin, as(ids[2], other), delay(time.Second)); a.Outcome != OnTime {
 				t.Fatalf("the other client, charged for none: %v", a.Outcome)
 			}
 			time.Sleep(time.Second)
-			if a := p.Admit(ctx, origin, ids[1], delay(time.Second)); a.Outcome != OnTime {
+			if a := p.Admit(ctx, origin, origin, ids[1], delay(time.Second)); a.Outcome != OnTime {
 				t.Fatalf("the client that created it, once it passed: %v", a.Outcome)
 			}
 		})
@@ -247,7 +247,7 @@ func TestClientShareShared(t *testing.T) {
 		ctx := context.Background()
 		ids := inShard(p, origin, 9, hostile, "bot", 3)
 		for _, who := range ids[:2] {
-			if a := p.Admit(ctx, origin, who, delay(time.Minute)); a.Outcome != OnTime {
+			if a := p.Admit(ctx, origin, origin, who, delay(time.Minute)); a.Outcome != OnTime {
 				t.Fatalf("%s, Shared: %v", who.Token, a.Outcome)
 			}
 		}
@@ -255,10 +255,10 @@ func TestClientShareShared(t *testing.T) {
 			t.Errorf("%d schedules kept here, want its share, 1", n)
 		}
 		shared.setFailing(true)
-		if a := p.Admit(ctx, origin, ids[2], delay(time.Minute)); a.Outcome != Full || !a.ClientShare {
+		if a := p.Admit(ctx, origin, origin, ids[2], delay(time.Minute)); a.Outcome != Full || !a.ClientShare {
 			t.Errorf("a new identity past its share while Shared fails: %v", a.Outcome)
 		}
-		if a := p.Admit(ctx, origin, as(ids[2], other), delay(time.Minute)); a.Outcome != OnTime {
+		if a := p.Admit(ctx, origin, origin, as(ids[2], other), delay(time.Minute)); a.Outcome != OnTime {
 			t.Errorf("another client while Shared fails: %v", a.Outcome)
 		}
 	})

@@ -148,24 +148,24 @@ func TestSharedOneSchedule(t *testing.T) {
 		first, second := New(Options{Shared: store}), New(Options{Shared: store})
 		ctx := context.Background()
 		d := delay(time.Second)
-		if a := first.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime || !a.Allowed() {
+		if a := first.Admit(ctx, origin, origin, gptbot, d); a.Outcome != OnTime || !a.Allowed() {
 			t.Fatalf("first request: %v", a.Outcome)
 		}
-		if a := second.Admit(ctx, origin, Identity{Token: "gptbot"}, d); a.Outcome != TooEarly || a.Allowed() || a.RetryAfter != time.Second {
+		if a := second.Admit(ctx, origin, origin, Identity{Token: "gptbot"}, d); a.Outcome != TooEarly || a.Allowed() || a.RetryAfter != time.Second {
 			t.Fatalf("the other instance right after: %v, retry after %v; want too early, 1s", a.Outcome, a.RetryAfter)
 		}
 		time.Sleep(400 * time.Millisecond)
-		if a := second.Admit(ctx, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != 600*time.Millisecond {
+		if a := second.Admit(ctx, origin, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != 600*time.Millisecond {
 			t.Fatalf("400ms later: %v, retry after %v; want too early, 600ms", a.Outcome, a.RetryAfter)
 		}
 		time.Sleep(600 * time.Millisecond)
-		if a := second.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime {
+		if a := second.Admit(ctx, origin, origin, gptbot, d); a.Outcome != OnTime {
 			t.Fatalf("at the slot: %v", a.Outcome)
 		}
-		if a := first.Admit(ctx, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != time.Second {
+		if a := first.Admit(ctx, origin, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != time.Second {
 			t.Fatalf("the first instance after the other's start: %v, retry after %v", a.Outcome, a.RetryAfter)
 		}
-		if a := first.Admit(ctx, origin, Identity{Token: "bingbot"}, d); a.Outcome != OnTime {
+		if a := first.Admit(ctx, origin, origin, Identity{Token: "bingbot"}, d); a.Outcome != OnTime {
 			t.Fatalf("another identity: %v", a.Outcome)
 		}
 		// The first's bingbot, the second's gptbot: each until 2s.
@@ -201,7 +201,7 @@ func TestSharedWait(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 4 {
 			wg.Go(func() {
-				a := pacers[i%2].Admit(ctx, origin, gptbot, delay(time.Second))
+				a := pacers[i%2].Admit(ctx, origin, origin, gptbot, delay(time.Second))
 				mu.Lock()
 				defer mu.Unlock()
 				if !a.Allowed() {
@@ -244,11 +244,11 @@ func TestSharedGone(t *testing.T) {
 		first, second := New(opts), New(opts)
 		d := delay(time.Second)
 		start := time.Now()
-		first.Admit(context.Background(), origin, gptbot, d) // next slot at 1s
+		first.Admit(context.Background(), origin, origin, gptbot, d) // next slot at 1s
 
 		ctx, hangUp := context.WithCancel(context.Background())
 		gone := make(chan Admission)
-		go func() { gone <- second.Admit(ctx, origin, gptbot, d) }()
+		go func() { gone <- second.Admit(ctx, origin, origin, gptbot, d) }()
 		synctest.Wait()
 		time.Sleep(500 * time.Millisecond)
 		hangUp()
@@ -261,7 +261,7 @@ func TestSharedGone(t *testing.T) {
 			giveBack.interval != time.Second || giveBack.ctxDone {
 			t.Fatalf("last call %+v, want the 1s slot given back on a live context", giveBack)
 		}
-		a := first.Admit(context.Background(), origin, gptbot, d)
+		a := first.Admit(context.Background(), origin, origin, gptbot, d)
 		if a.Outcome != Waited || a.Waited != 500*time.Millisecond {
 			t.Fatalf("after the hang-up: %v after %v; want the freed 1s slot, 500ms away", a.Outcome, a.Waited)
 		}
@@ -276,23 +276,23 @@ func TestSharedUndo(t *testing.T) {
 		first, second := New(Options{Shared: store}), New(Options{Shared: store, MaxConnsPerOrigin: 1})
 		ctx := context.Background()
 		d := delay(time.Minute)
-		a := first.Admit(ctx, origin, gptbot, d)
+		a := first.Admit(ctx, origin, origin, gptbot, d)
 		a.Undo()
 		a.Undo() // twice is harmless
 		if n := len(store.log()); n != 2 {
 			t.Errorf("%d calls, want a take and one give back: %+v", n, store.log())
 		}
-		if b := second.Admit(ctx, origin, gptbot, d); b.Outcome != OnTime {
+		if b := second.Admit(ctx, origin, origin, gptbot, d); b.Outcome != OnTime {
 			t.Fatalf("after Undo: %v", b.Outcome)
 		}
 		// The connection bound: the request takes a slot, then finds no
 		// connection, and gives the slot back.
 		other := Identity{Token: "bingbot"}
-		busy := second.Admit(ctx, origin, other, d)
+		busy := second.Admit(ctx, origin, origin, other, d)
 		if busy.Outcome != Busy {
 			t.Fatalf("past the connection bound: %v", busy.Outcome)
 		}
-		if b := first.Admit(ctx, origin, other, d); b.Outcome != OnTime {
+		if b := first.Admit(ctx, origin, origin, other, d); b.Outcome != OnTime {
 			t.Errorf("the slot of the busy request: %v, want it given back", b.Outcome)
 		}
 	})
@@ -306,18 +306,18 @@ func TestSharedAudit(t *testing.T) {
 		first, second := New(Options{Mode: ModeAudit, Shared: store}), New(Options{Mode: ModeAudit, Shared: store, MaxConnsPerOrigin: 1})
 		ctx := context.Background()
 		d := delay(time.Second)
-		first.Admit(ctx, origin, gptbot, d)
+		first.Admit(ctx, origin, origin, gptbot, d)
 		time.Sleep(400 * time.Millisecond)
-		a := second.Admit(ctx, origin, gptbot, d)
+		a := second.Admit(ctx, origin, origin, gptbot, d)
 		if a.Outcome != TooEarly || !a.Allowed() || a.RetryAfter != 600*time.Millisecond {
 			t.Fatalf("audit: %v allowed %v retry %v", a.Outcome, a.Allowed(), a.RetryAfter)
 		}
-		if b := second.Admit(ctx, origin, Identity{Token: "bingbot"}, Delay{}); b.Outcome != Busy || !b.Allowed() {
+		if b := second.Admit(ctx, origin, origin, Identity{Token: "bingbot"}, Delay{}); b.Outcome != Busy || !b.Allowed() {
 			t.Errorf("audit, beside the early request in flight: %v, want busy: it holds the connection", b.Outcome)
 		}
 		a.Done()
 		time.Sleep(600 * time.Millisecond)
-		if a := first.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime {
+		if a := first.Admit(ctx, origin, origin, gptbot, d); a.Outcome != OnTime {
 			t.Errorf("at the slot: %v, want on time: the early request reserved nothing", a.Outcome)
 		}
 	})
@@ -334,14 +334,14 @@ func TestSharedFallback(t *testing.T) {
 		p := New(Options{Shared: store})
 		ctx := context.Background()
 		d := delay(time.Second)
-		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime {
+		if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != OnTime {
 			t.Fatalf("first request, store failing: %v", a.Outcome)
 		}
 		time.Sleep(time.Second)
-		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime {
+		if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != OnTime {
 			t.Fatalf("a second later, store failing: %v", a.Outcome)
 		}
-		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != time.Second {
+		if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != time.Second {
 			t.Fatalf("right after, store failing: %v, retry after %v; want the local schedule's too early, 1s", a.Outcome, a.RetryAfter)
 		}
 		if n := len(store.log()); n != 2 {
@@ -352,17 +352,17 @@ func TestSharedFallback(t *testing.T) {
 		}
 		cancelled, cancel := context.WithCancel(ctx)
 		cancel()
-		if a := p.Admit(cancelled, origin, Identity{Token: "bingbot"}, d); a.Outcome != Gone || a.Allowed() {
+		if a := p.Admit(cancelled, origin, origin, Identity{Token: "bingbot"}, d); a.Outcome != Gone || a.Allowed() {
 			t.Errorf("client gone while the store failed: %v", a.Outcome)
 		}
 		if n, ok := counter(t, p, "robotsgate_pace_shared_fallbacks_total"); !ok || n != 2 {
 			t.Errorf("fallbacks %v (exported %v), want 2", n, ok)
 		}
 		store.setFailing(false)
-		if a := p.Admit(ctx, origin, Identity{Token: "bingbot"}, d); a.Outcome != OnTime {
+		if a := p.Admit(ctx, origin, origin, Identity{Token: "bingbot"}, d); a.Outcome != OnTime {
 			t.Fatalf("store back: %v", a.Outcome)
 		}
-		if a := p.Admit(ctx, origin, Identity{Token: "bingbot"}, d); a.Outcome != TooEarly {
+		if a := p.Admit(ctx, origin, origin, Identity{Token: "bingbot"}, d); a.Outcome != TooEarly {
 			t.Fatalf("store back, second request: %v", a.Outcome)
 		}
 		if n := p.Schedules(); n != 2 {
@@ -398,12 +398,12 @@ func TestSharedFailsAfterTake(t *testing.T) {
 				p := New(c.opts)
 				ctx := context.Background()
 				d := delay(time.Second)
-				if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != OnTime {
+				if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != OnTime {
 					t.Fatalf("first request: %v", a.Outcome)
 				}
 				time.Sleep(10 * time.Millisecond)
 				store.setFailing(true)
-				a := p.Admit(ctx, origin, gptbot, d)
+				a := p.Admit(ctx, origin, origin, gptbot, d)
 				got := a.RetryAfter
 				if a.Outcome == Waited {
 					got = a.Waited
@@ -431,15 +431,15 @@ func TestSharedLost(t *testing.T) {
 			enforce, audit := New(Options{Shared: store}), New(Options{Mode: ModeAudit, Shared: store})
 			ctx := context.Background()
 			d := delay(time.Second)
-			enforce.Admit(ctx, origin, gptbot, d)
-			audit.Admit(ctx, origin, Identity{Token: "bingbot"}, d)
+			enforce.Admit(ctx, origin, origin, gptbot, d)
+			audit.Admit(ctx, origin, origin, Identity{Token: "bingbot"}, d)
 			store.forget()
 			time.Sleep(100 * time.Millisecond)
 			calls := len(store.log())
-			if a := enforce.Admit(ctx, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != 900*time.Millisecond {
+			if a := enforce.Admit(ctx, origin, origin, gptbot, d); a.Outcome != TooEarly || a.RetryAfter != 900*time.Millisecond {
 				t.Errorf("enforce: %v, retry after %v; want too early, 900ms", a.Outcome, a.RetryAfter)
 			}
-			if a := audit.Admit(ctx, origin, Identity{Token: "bingbot"}, d); a.Outcome != TooEarly || !a.Allowed() || a.RetryAfter != 900*time.Millisecond {
+			if a := audit.Admit(ctx, origin, origin, Identity{Token: "bingbot"}, d); a.Outcome != TooEarly || !a.Allowed() || a.RetryAfter != 900*time.Millisecond {
 				t.Errorf("audit: %v allowed %v, retry after %v; want too early, forwarded, 900ms", a.Outcome, a.Allowed(), a.RetryAfter)
 			}
 			if n := len(store.log()) - calls; n != 0 {
@@ -463,18 +463,18 @@ func TestSharedLost(t *testing.T) {
 				p := New(opts)
 				ctx := context.Background()
 				d := delay(time.Second)
-				p.Admit(ctx, origin, gptbot, d)
+				p.Admit(ctx, origin, origin, gptbot, d)
 				store.forget()
 				if c.other {
-					New(opts).Admit(ctx, origin, gptbot, delay(500*time.Millisecond))
+					New(opts).Admit(ctx, origin, origin, gptbot, delay(500*time.Millisecond))
 				}
 				time.Sleep(100 * time.Millisecond)
-				if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != Waited || a.Waited != 900*time.Millisecond {
+				if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != Waited || a.Waited != 900*time.Millisecond {
 					t.Fatalf("after the store forgot: %v after %v; want held until the local 1s start", a.Outcome, a.Waited)
 				}
 				// The start at 1s is recorded: the next one is at 2s.
 				store.setFailing(true)
-				if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != Waited || a.Waited != time.Second {
+				if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != Waited || a.Waited != time.Second {
 					t.Errorf("at 1s, store failing: %v after %v; want held until 2s", a.Outcome, a.Waited)
 				}
 			})
@@ -492,11 +492,11 @@ func TestSharedGiveBackOwn(t *testing.T) {
 			p := New(Options{Shared: store, MaxConnsPerOrigin: 1})
 			ctx := context.Background()
 			d := delay(time.Second)
-			a := p.Admit(ctx, origin, gptbot, d)
+			a := p.Admit(ctx, origin, origin, gptbot, d)
 			a.Undo()
 			other := Identity{Token: "bingbot"}
-			held := p.Admit(ctx, origin, other, d)
-			if busy := p.Admit(ctx, origin, Identity{Token: "ccbot"}, d); busy.Outcome != Busy {
+			held := p.Admit(ctx, origin, origin, other, d)
+			if busy := p.Admit(ctx, origin, origin, Identity{Token: "ccbot"}, d); busy.Outcome != Busy {
 				t.Fatalf("past the connection bound: %v", busy.Outcome)
 			}
 			held.Done()
@@ -505,7 +505,7 @@ func TestSharedGiveBackOwn(t *testing.T) {
 			}
 			store.setFailing(true)
 			for _, who := range []Identity{gptbot, {Token: "ccbot"}} {
-				b := p.Admit(ctx, origin, who, d)
+				b := p.Admit(ctx, origin, origin, who, d)
 				if b.Outcome != OnTime {
 					t.Errorf("%s, store failing: %v, want its start given back", who.Token, b.Outcome)
 				}
@@ -519,17 +519,17 @@ func TestSharedGiveBackOwn(t *testing.T) {
 			opts := Options{Mode: ModeWait, MaxWait: time.Minute, Shared: store}
 			p := New(opts)
 			d := delay(time.Second)
-			p.Admit(context.Background(), origin, gptbot, d)
+			p.Admit(context.Background(), origin, origin, gptbot, d)
 			ctx, hangUp := context.WithCancel(context.Background())
 			gone := make(chan Admission)
-			go func() { gone <- p.Admit(ctx, origin, gptbot, d) }() // held for the start at 1s
+			go func() { gone <- p.Admit(ctx, origin, origin, gptbot, d) }() // held for the start at 1s
 			synctest.Wait()
 			hangUp()
 			if a := <-gone; a.Outcome != Gone {
 				t.Fatalf("hung up: %v", a.Outcome)
 			}
 			store.setFailing(true)
-			if a := p.Admit(context.Background(), origin, gptbot, d); a.Outcome != Waited || a.Waited != time.Second {
+			if a := p.Admit(context.Background(), origin, origin, gptbot, d); a.Outcome != Waited || a.Waited != time.Second {
 				t.Errorf("store failing: %v after %v; want the start at 1s given back and taken", a.Outcome, a.Waited)
 			}
 		})
@@ -544,13 +544,13 @@ func TestSharedRepliesOutOfOrder(t *testing.T) {
 		p := New(Options{Mode: ModeWait, MaxWait: time.Minute, Shared: store})
 		ctx := context.Background()
 		d := delay(time.Second)
-		p.Admit(ctx, origin, gptbot, d)
+		p.Admit(ctx, origin, origin, gptbot, d)
 		slow := make(chan struct{})
 		store.slowNext(slow)
 		first, second := make(chan Admission), make(chan Admission)
-		go func() { first <- p.Admit(ctx, origin, gptbot, d) }() // the start at 1s, its reply late
+		go func() { first <- p.Admit(ctx, origin, origin, gptbot, d) }() // the start at 1s, its reply late
 		synctest.Wait()
-		go func() { second <- p.Admit(ctx, origin, gptbot, d) }() // the start at 2s
+		go func() { second <- p.Admit(ctx, origin, origin, gptbot, d) }() // the start at 2s
 		synctest.Wait()
 		close(slow)
 		if a := <-first; a.Outcome != Waited || a.Waited != time.Second {
@@ -560,7 +560,7 @@ func TestSharedRepliesOutOfOrder(t *testing.T) {
 			t.Errorf("second: %v after %v, want held 2s", a.Outcome, a.Waited)
 		}
 		store.setFailing(true)
-		if a := p.Admit(ctx, origin, gptbot, d); a.Outcome != Waited || a.Waited != time.Second {
+		if a := p.Admit(ctx, origin, origin, gptbot, d); a.Outcome != Waited || a.Waited != time.Second {
 			t.Errorf("at 2s, store failing: %v after %v; want held until 3s", a.Outcome, a.Waited)
 		}
 	})
@@ -572,7 +572,7 @@ func TestSharedNotFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := New(Options{Shared: newMemSchedules(), MaxSchedules: shardCount})
 		for i := range 1000 {
-			if a := p.Admit(context.Background(), origin, Identity{Token: fmt.Sprint("bot", i)}, delay(time.Second)); a.Outcome != OnTime {
+			if a := p.Admit(context.Background(), origin, origin, Identity{Token: fmt.Sprint("bot", i)}, delay(time.Second)); a.Outcome != OnTime {
 				t.Fatalf("identity %d: %v", i, a.Outcome)
 			}
 		}
@@ -601,8 +601,8 @@ func TestSharedKeys(t *testing.T) {
 	}
 	// Two Pacers, each with its own seed, name a schedule alike.
 	store := newMemSchedules()
-	New(Options{Shared: store}).Admit(context.Background(), origin, Identity{Token: "GPTBot"}, delay(time.Second))
-	New(Options{Shared: store}).Admit(context.Background(), origin, Identity{Token: "gptBOT"}, delay(time.Second))
+	New(Options{Shared: store}).Admit(context.Background(), origin, origin, Identity{Token: "GPTBot"}, delay(time.Second))
+	New(Options{Shared: store}).Admit(context.Background(), origin, origin, Identity{Token: "gptBOT"}, delay(time.Second))
 	if calls := store.log(); len(calls) != 2 || calls[0].key != calls[1].key {
 		t.Errorf("two pacers' calls %+v, want one key", calls)
 	}

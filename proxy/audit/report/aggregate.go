@@ -23,10 +23,17 @@ const (
 	// maxIncidents is how many robots.txt incidents, and how many hold
 	// incidents, are kept per origin.
 	maxIncidents = 20
-	// holdCauseBound, holdErrorBound and paceGroupBound bound, in bytes,
-	// the texts a hold incident keeps, as the audit log bounds them: a
-	// log from elsewhere may hold longer ones.
-	holdCauseBound, holdErrorBound, paceGroupBound = 64, 1024, 512
+	// holdCauseBound, holdErrorBound and nameBound bound, in bytes, the
+	// texts a hold incident keeps (its cause, connection failure, group
+	// and the origin that set it), as the audit log bounds them: a log
+	// from elsewhere may hold longer ones.
+	holdCauseBound, holdErrorBound, nameBound = 64, 1024, 512
+	// holdTextBudget bounds the hold incidents' distinct texts, each
+	// kept once for the whole report and counted with textOverhead for
+	// its entry in the table; past it a new text is cut to shortHoldText
+	// and kept by its incident alone. Equal texts, as the many origins of
+	// a group or one connection failure make, cost nothing more.
+	holdTextBudget, textOverhead, shortHoldText = 32 << 20, 64, 64
 	// maxProblems is how many malformed lines are listed.
 	maxProblems = 10
 	// maxCrawlers and maxOrigins bound the crawlers and origins counted
@@ -65,6 +72,8 @@ type record struct {
 	HoldCause         string    `json:"hold_cause"`
 	HoldStatus        int       `json:"hold_status"`
 	HoldError         string    `json:"hold_error"`
+	HoldOrigin        string    `json:"hold_origin"`
+	HoldAt            time.Time `json:"hold_at"`
 	HoldUntil         time.Time `json:"hold_until"`
 	BackoffStep       int       `json:"backoff_step"`
 	PaceGroup         string    `json:"pace_group"`
@@ -215,7 +224,11 @@ type originStats struct {
 
 	holds        []HoldIncident
 	holdsOmitted int64
-	holdOpen     bool // the last of holds goes on: no answer of the origin ended it
+	holdOpen     bool // the last of holds goes on: no success of the origin ended it
+	// holdAt is the latest time an origin's answer set a hold that the
+	// last of holds met: a record meeting a hold set no later belongs to
+	// it, even when logged after the success that ended it.
+	holdAt time.Time
 }
 
 type ruleKey struct {
@@ -238,6 +251,36 @@ type aggregate struct {
 
 	records, filteredOut, malformed int64
 	problems                        []LineNote
+
+	texts texts // the hold incidents' texts
+}
+
+// texts keeps one copy of each text of the hold incidents: 20 incidents
+// of each of 200,000 origins would otherwise each hold their own.
+type texts struct {
+	kept  map[string]string
+	bytes int // of the kept texts, with textOverhead each
+}
+
+// keep returns s cut to bound, as the report keeps it: the copy kept
+// already when there is one.
+func (t *texts) keep(s string, bound int) string {
+	if s == "" {
+		return ""
+	}
+	s = cutText(s, bound)
+	if kept, ok := t.kept[s]; ok {
+		return kept
+	}
+	if t.bytes+len(s)+textOverhead > holdTextBudget {
+		return cutText(s, shortHoldText)
+	}
+	if t.kept == nil {
+		t.kept = make(map[string]string)
+	}
+	t.kept[s] = s
+	t.bytes += len(s) + textOverhead
+	return s
 }
 
 func newAggregate(f Filter) *aggregate {
@@ -289,7 +332,7 @@ func (a *aggregate) add(r *record) {
 	o := a.origin(r.Origin)
 	o.counts.add(r, k)
 	o.noteRobots(r)
-	o.noteHold(r, k)
+	o.noteHold(r, k, &a.texts)
 	if _, seen := a.pairs[pairKey{c.id, o.id}]; !seen {
 		a.pairs[pairKey{c.id, o.id}] = struct{}{}
 		c.origins++
@@ -392,13 +435,17 @@ func (o *originStats) noteRobots(r *record) {
 	o.incidents = append(o.incidents, Incident{Outcome: outcome, From: r.Time, To: r.Time, Requests: 1, Status: status})
 }
 
-// noteHold follows the spans when the origin held requests back.
-func (o *originStats) noteHold(r *record, k kind) {
+// noteHold follows the spans when the origin held requests back. A
+// success of the origin ends a span, whether its request met the hold
+// (it waited the hold out, or was forwarded anyway) or not; a counted
+// failure does not, nor does a request that never reached the origin.
+// Records that met a hold set before that success still count in the
+// span they belong to: those released together at a hold's end, and
+// logged one after the other.
+func (o *originStats) noteHold(r *record, k kind, shared *texts) {
+	success := r.Forwarded && r.Upstream != 0 && !countedFailure(r.Upstream)
 	if !k.held {
-		// The origin's answer ends the span unless it is a failure
-		// backoff counts (which raises the next hold); a request that
-		// never reached the origin says nothing of it.
-		if r.Forwarded && r.Upstream != 0 && !countedFailure(r.Upstream) {
+		if success {
 			o.holdOpen = false
 		}
 		return
@@ -411,12 +458,11 @@ func (o *originStats) noteHold(r *record, k kind) {
 		}
 	}
 	key := HoldIncident{
-		Cause: cutText(cause, holdCauseBound), Status: r.HoldStatus,
-		Error: cutText(r.HoldError, holdErrorBound), PaceGroup: cutText(r.PaceGroup, paceGroupBound),
+		Cause: shared.keep(cause, holdCauseBound), Status: r.HoldStatus, Error: shared.keep(r.HoldError, holdErrorBound),
+		PaceGroup: shared.keep(r.PaceGroup, nameBound), HoldOrigin: shared.keep(r.HoldOrigin, nameBound),
 	}
 	var in *HoldIncident
-	if n := len(o.holds); o.holdOpen && n > 0 && o.holds[n-1].Cause == key.Cause && o.holds[n-1].Status == key.Status &&
-		o.holds[n-1].Error == key.Error && o.holds[n-1].PaceGroup == key.PaceGroup {
+	if n := len(o.holds); n > 0 && (o.holdOpen || !r.HoldAt.IsZero() && !r.HoldAt.After(o.holdAt)) && sameHold(&o.holds[n-1], &key) {
 		in = &o.holds[n-1]
 		in.From, in.To = minTime(in.From, r.Time), maxTime(in.To, r.Time)
 	} else {
@@ -425,12 +471,15 @@ func (o *originStats) noteHold(r *record, k kind) {
 			o.holdsOmitted++
 		}
 		key.From, key.To = r.Time, r.Time
-		o.holds = append(o.holds, key)
-		o.holdOpen = true
+		o.holds = appendIncident(o.holds, key)
+		o.holdOpen, o.holdAt = true, time.Time{}
 		in = &o.holds[len(o.holds)-1]
 	}
+	o.holdAt = maxTime(o.holdAt, r.HoldAt)
 	in.Requests++
 	switch {
+	case r.Pace == "gone":
+		in.Gone++
 	case k.delayed:
 		in.Waited++
 	case r.Forwarded:
@@ -440,6 +489,27 @@ func (o *originStats) noteHold(r *record, k kind) {
 	}
 	in.HeldUntil = maxTime(in.HeldUntil, r.HoldUntil)
 	in.BackoffStep = max(in.BackoffStep, r.BackoffStep)
+	if success {
+		o.holdOpen = false
+	}
+}
+
+// sameHold reports whether a and b are one kind of hold: the same
+// cause, status, connection failure, group and origin that set it.
+func sameHold(a, b *HoldIncident) bool {
+	return a.Cause == b.Cause && a.Status == b.Status && a.Error == b.Error &&
+		a.PaceGroup == b.PaceGroup && a.HoldOrigin == b.HoldOrigin
+}
+
+// appendIncident appends in to holds, growing it to maxIncidents at
+// most: an origin's incidents take no room past what it keeps.
+func appendIncident(holds []HoldIncident, in HoldIncident) []HoldIncident {
+	if len(holds) == cap(holds) {
+		grown := make([]HoldIncident, len(holds), min(max(2*cap(holds), 1), maxIncidents))
+		copy(grown, holds)
+		holds = grown
+	}
+	return append(holds, in)
 }
 
 // countedFailure reports whether an origin's status counts as a failure

@@ -28,7 +28,8 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"time":"0001-01-01T00:00:01Z","verdict":"allow"}` + "\n" + `{"time":"9999-12-31T23:59:59Z","verdict":"disallow","origin":"x","robots_outcome":"unreachable"}`))
 	f.Add([]byte(`{"time":"1969-12-31T23:59:59.999+23:59","verdict":"error","credential":"c","ua_mismatch":true,"ua_token":null,"pace":"busy","bytes":-9223372036854775808}`))
 	f.Add([]byte(`{"time":"2026-11-25T10:00:00Z","verdict":"allow","origin":"x","pace":"held","hold_cause":"retry-after","hold_status":503,"hold_until":"2026-11-25T10:00:03Z","forwarded":false}` + "\n" +
-		`{"time":"2026-11-25T10:00:01Z","verdict":"allow","origin":"x","pace":"waited","hold_cause":"backoff","hold_error":"connection refused","backoff_step":2,"forwarded":true,"upstream_status":500}`))
+		`{"time":"2026-11-25T10:00:01Z","verdict":"allow","origin":"x","pace":"waited","hold_cause":"backoff","hold_error":"connection refused","backoff_step":2,"forwarded":true,"upstream_status":500}` + "\n" +
+		`{"time":"2026-11-25T10:00:02Z","verdict":"allow","origin":"x","pace":"gone","hold_cause":"retry-after","hold_status":503,"hold_origin":"y","hold_at":"2026-11-25T10:00:00Z","forwarded":false}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd := NewReader(Options{Top: 5, Now: t0})
 		err := rd.Read(context.Background(), "fuzz", bytes.NewReader(data))
@@ -55,7 +56,7 @@ func FuzzRead(f *testing.F) {
 			var held int64
 			for _, h := range o.HoldIncidents {
 				held += h.Requests
-				if h.Refused+h.Waited+h.Forwarded != h.Requests || h.From.After(h.To) {
+				if h.Refused+h.Waited+h.Gone+h.Forwarded != h.Requests || h.From.After(h.To) {
 					t.Fatalf("hold incident %+v does not add up", h)
 				}
 			}

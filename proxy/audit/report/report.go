@@ -94,7 +94,7 @@ type Counts struct {
 	// judged.
 	Compliance *float64 `json:"compliance,omitempty"`
 	// Delayed were held until their Crawl-delay slot, or until the
-	// origin's hold ended (wait mode).
+	// origin's hold ended (wait mode), or until their client hung up.
 	Delayed int64 `json:"delayed"`
 	// TooEarly were answered 429 for coming before their Crawl-delay
 	// slot, past the origin's connection bound or while the origin held
@@ -196,10 +196,11 @@ type Incident struct {
 }
 
 // HoldIncident is a span of requests that met one kind of hold of their
-// origin (the same cause, status, connection failure and pace group),
-// without an answer of the origin between them that was no counted
-// failure: an origin's failure behind a new step of its backoff does not
-// end the span, its recovery does.
+// origin (the same cause, status, connection failure, pace group and
+// origin that set it), without a success of the origin between them: an
+// origin's failure behind a new step of its backoff does not end the
+// span, its recovery does. Requests that met a hold set before that
+// success still count in it.
 type HoldIncident struct {
 	Cause  string `json:"cause"`            // retry-after or backoff
 	Status int    `json:"status,omitempty"` // the origin's status that set the holds
@@ -207,15 +208,20 @@ type HoldIncident struct {
 	Error string `json:"error,omitempty"`
 	// PaceGroup is the group held ("address:127.0.0.1"), when
 	// ROBOTSGATE_PACE_BY groups otherwise than by host.
-	PaceGroup string    `json:"pace_group,omitempty"`
-	From      time.Time `json:"from"`
-	To        time.Time `json:"to"`
+	PaceGroup string `json:"pace_group,omitempty"`
+	// HoldOrigin is the origin whose answer set the holds, when it is
+	// another host of the group.
+	HoldOrigin string    `json:"hold_origin,omitempty"`
+	From       time.Time `json:"from"`
+	To         time.Time `json:"to"`
 	// Requests met the hold: Refused were answered 429 without reaching
-	// the origin (enforce), Waited were held until it ended (wait mode),
-	// Forwarded were sent to the origin anyway (audit mode).
+	// the origin (enforce), Waited were held until it ended and then
+	// forwarded (wait mode), Gone were held until their client hung up
+	// (wait mode), Forwarded were sent to the origin anyway (audit mode).
 	Requests  int64 `json:"requests"`
 	Refused   int64 `json:"refused"`
 	Waited    int64 `json:"waited"`
+	Gone      int64 `json:"gone"`
 	Forwarded int64 `json:"forwarded"`
 	// HeldUntil is the latest end of a hold seen, BackoffStep the most
 	// failures in a row seen.

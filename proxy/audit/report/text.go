@@ -226,21 +226,21 @@ func (t *textWriter) origins(rep *Report) {
 		for _, in := range incidentRows(o) {
 			switch {
 			case in.Omitted > 0:
-				incidents = append(incidents, []string{origin, "", "", "", "", "", "", "", "... " + Plural(in.Omitted, in.OmittedOne, in.OmittedMany)})
+				incidents = append(incidents, []string{origin, "", "", "", "", "", "", "", "", "... " + Plural(in.Omitted, in.OmittedOne, in.OmittedMany)})
 			case in.Hold != nil:
 				h := in.Hold
 				incidents = append(incidents, []string{origin, formatTime(h.From), formatTime(h.To), number(h.Requests),
-					number(h.Refused), number(h.Waited), number(h.Forwarded), formatTime(h.HeldUntil), holdKind(h, 200)})
+					number(h.Refused), number(h.Waited), number(h.Gone), number(h.Forwarded), formatTime(h.HeldUntil), holdKind(h, 200)})
 			default:
 				r := in.Robots
 				incidents = append(incidents, []string{origin, formatTime(r.From), formatTime(r.To), number(r.Requests),
-					"-", "-", "-", "-", robotsKind(r)})
+					"-", "-", "-", "-", "-", robotsKind(r)})
 			}
 		}
 	}
 	t.table("ORIGINS", columns{nameFirst: true}, header, rows)
 	t.table("INCIDENTS (robots.txt not fetched fine; the origin holding requests back: its Retry-After, or backoff after its failures)",
-		columns{true, true}, []string{"ORIGIN", "FROM", "TO", "REQUESTS", "429", "WAITED", "FORWARDED", "HELD UNTIL", "INCIDENT"}, incidents)
+		columns{true, true}, []string{"ORIGIN", "FROM", "TO", "REQUESTS", "429", "WAITED", "GONE", "FORWARDED", "HELD UNTIL", "INCIDENT"}, incidents)
 }
 
 // incidentRow is a row of the incidents table: a robots.txt incident, a
@@ -287,8 +287,9 @@ func robotsKind(in *Incident) string {
 
 // holdKind says what held an origin's requests back: "held: 503
 // Retry-After", "backoff: 500, step up to 4", "backoff: connection
-// refused, step up to 2"; the group, when there is one, follows. Texts
-// from the log are cleaned and cut at limit runes.
+// refused, step up to 2"; the group, when there is one, and the origin
+// that set the hold, when another did, follow. Texts from the log are
+// cleaned and cut at limit runes.
 func holdKind(h *HoldIncident, limit int) string {
 	var what string
 	switch {
@@ -311,6 +312,9 @@ func holdKind(h *HoldIncident, limit int) string {
 	}
 	if h.PaceGroup != "" {
 		kind += " (group " + clean(h.PaceGroup, limit) + ")"
+	}
+	if h.HoldOrigin != "" {
+		kind += " (set by " + clean(h.HoldOrigin, limit) + ")"
 	}
 	return kind
 }

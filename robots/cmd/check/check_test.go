@@ -143,6 +143,21 @@ func TestCheckDelay(t *testing.T) {
 		}
 	}
 
+	// ROBOTSGATE_MIN_DELAY is a floor under a shorter delay, not a longer.
+	floor := pace.Policy{Max: time.Minute, Min: time.Second}
+	for ua, want := range map[string]struct {
+		delay  float64
+		source string
+	}{"quickbot": {1, "min-delay"}, "bingbot": {10, "crawl-delay"}, "GPTBot": {1, "min-delay"}} {
+		var out, errOut bytes.Buffer
+		Run(context.Background(), []string{"-json", "-user-agent", ua, "-robots", path, "/a"},
+			Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Pace: floor})
+		var got jsonLine
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.CrawlDelay != want.delay || got.CrawlDelaySource != want.source {
+			t.Errorf("%s with a floor of 1s: %s (%v), want %v from %q", ua, out.String(), err, want.delay, want.source)
+		}
+	}
+
 	// A pace line that does not read is reported, and ignored.
 	if err := os.WriteFile(path, []byte("User-agent: *\nCrawl-delay: soon\nRequest-rate: often\n"), 0o644); err != nil {
 		t.Fatal(err)
