@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -162,6 +163,17 @@ func BenchmarkThroughput(b *testing.B) {
 	b.Run("robotsgate", func(b *testing.B) {
 		p := startProxy(b, proxyConfig{audit: io.Discard, pacePolicy: pace.Policy{Max: time.Minute},
 			pacer: pace.New(pace.Options{Mode: pace.ModeEnforce, MaxWait: time.Minute, MaxBackoff: time.Hour})})
+		runThroughput(b, p.url, target)
+	})
+	b.Run("robotsgate-held-elsewhere", func(b *testing.B) {
+		// Another origin is held: every request looks its own holds up.
+		pacer := pace.New(pace.Options{Mode: pace.ModeEnforce, MaxWait: time.Minute, MaxBackoff: time.Hour})
+		held := pacer.Admit(context.Background(), "https://elsewhere.example", "https://elsewhere.example", pace.Identity{Token: "x"}, pace.Delay{})
+		held.Observe(context.Background(), pace.Answer{Status: 503, RetryAfter: time.Hour, HasRetryAfter: true, Sent: time.Now()})
+		if pacer.Holds() == 0 {
+			b.Fatal("nothing held")
+		}
+		p := startProxy(b, proxyConfig{audit: io.Discard, pacePolicy: pace.Policy{Max: time.Minute}, pacer: pacer})
 		runThroughput(b, p.url, target)
 	})
 	b.Run("robotsgate-auditfile", func(b *testing.B) {
