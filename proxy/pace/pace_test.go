@@ -495,6 +495,19 @@ func takeBy(p *Pacer, who Identity, d Delay, deadline time.Time) Admission {
 	return a
 }
 
+// hangUpWhileHeld makes a request of who that p holds, and hangs up.
+func hangUpWhileHeld(t *testing.T, p *Pacer, who Identity, d Delay, wg *sync.WaitGroup) {
+	t.Helper()
+	ctx, hangUp := context.WithCancel(context.Background())
+	gone := make(chan Admission)
+	wg.Go(func() { gone <- p.Admit(ctx, origin, origin, who, d) })
+	synctest.Wait()
+	hangUp()
+	if a := <-gone; a.Outcome != Gone {
+		t.Fatalf("hung up: %v", a.Outcome)
+	}
+}
+
 // TestByFactor: a request refused is ByFactor exactly when the start it
 // was refused for was set by the delay factor (extend), not by a take:
 // however far away the start is. The Crawl-delay is 10s, the factor 2.
@@ -578,14 +591,7 @@ func TestByFactor(t *testing.T) {
 		name: "a start given back keeps its mark", mode: ModeWait, maxWait: 15 * time.Second,
 		refused: func(t *testing.T, p *Pacer, wg *sync.WaitGroup) Admission {
 			answered(t, p, gptbot, d, 6*time.Second)
-			ctx, hangUp := context.WithCancel(context.Background())
-			gone := make(chan Admission)
-			wg.Go(func() { gone <- p.Admit(ctx, origin, origin, gptbot, d) })
-			synctest.Wait()
-			hangUp()
-			if a := <-gone; a.Outcome != Gone {
-				t.Fatalf("hung up: %v", a.Outcome)
-			}
+			hangUpWhileHeld(t, p, gptbot, d, wg)
 			return takeBy(p, gptbot, d, time.Now()) // no time left to wait
 		},
 		wantRetry: 6 * time.Second, wantByFactor: true,

@@ -655,14 +655,7 @@ func TestSharedByFactor(t *testing.T) {
 		name: "a start given back keeps its mark", mode: ModeWait, maxWait: 15 * time.Second,
 		refused: func(t *testing.T, first, _ *Pacer, wg *sync.WaitGroup) Admission {
 			answered(t, first, gptbot, d, 6*time.Second)
-			ctx, hangUp := context.WithCancel(context.Background())
-			gone := make(chan Admission)
-			wg.Go(func() { gone <- first.Admit(ctx, origin, origin, gptbot, d) })
-			synctest.Wait()
-			hangUp()
-			if a := <-gone; a.Outcome != Gone {
-				t.Fatalf("hung up: %v", a.Outcome)
-			}
+			hangUpWhileHeld(t, first, gptbot, d, wg)
 			return takeBy(first, gptbot, d, time.Now()) // no time left to wait
 		},
 		wantRetry: 6 * time.Second, wantByFactor: true,
