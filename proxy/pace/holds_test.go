@@ -183,6 +183,13 @@ func FuzzDecodeHold(f *testing.F) {
 		if err != nil || again != st {
 			t.Fatalf("%q: decoded %+v, which does not round-trip: %+v, %v", b, st, again, err)
 		}
+		// Whatever a fleet's store sends, a request is held no longer
+		// than this instance's cap.
+		p := New(Options{Mode: ModeEnforce, MaxBackoff: time.Hour})
+		p.ApplySharedHold(origin, b)
+		if a := p.Admit(context.Background(), origin, origin, gptbot, Delay{}); a.RetryAfter > time.Hour {
+			t.Fatalf("%q: held %v past the cap", b, a.RetryAfter)
+		}
 	})
 }
 
