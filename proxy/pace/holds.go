@@ -549,7 +549,11 @@ func (a *Admission) Observe(ctx context.Context, ans Answer) {
 		} else if p.holds.kept.Load() > 0 {
 			now, sent, base := unixMicros(time.Now()), unixMicros(ans.Sent), p.backoffBase()
 			succeed := func(s holdState) holdState { return s.succeed(now, sent, base) }
-			for _, name := range [...]string{a.group, a.originName} {
+			names := []string{a.group, a.originName}
+			if a.originName == a.group {
+				names = names[:1] // one state, halved once
+			}
+			for _, name := range names {
 				if key := p.holdKey(name); p.inBackoff(key, sent) {
 					p.stepHold(ctx, name, key, succeed, countNone)
 				}

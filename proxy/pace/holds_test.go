@@ -726,3 +726,28 @@ func TestGroupHeldOnlyByItsOwnAnswers(t *testing.T) {
 		}
 	})
 }
+
+// TestSuccessHalvesOnce: one success halves the origin's pause once, the
+// origin being its own group.
+func TestSuccessHalvesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Options{Mode: ModeEnforce, MaxBackoff: time.Hour})
+		ctx := context.Background()
+		for i, client := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+			a := p.Admit(ctx, origin, origin, Identity{Token: "bot", Client: client}, Delay{})
+			if a.Outcome != OnTime {
+				t.Fatalf("failure %d: %v", i+1, a.Outcome)
+			}
+			a.Observe(ctx, failWith(503, time.Now()))
+			time.Sleep(p.Admit(ctx, origin, origin, Identity{Token: "bot", Client: "10.0.0.9"}, Delay{}).RetryAfter)
+		}
+		if st := p.holdOf(p.holdKey(origin)); st.pause != 4*s {
+			t.Fatalf("three clients' failures: pause %d", st.pause)
+		}
+		a := p.Admit(ctx, origin, origin, Identity{Token: "bot", Client: "10.0.0.4"}, Delay{})
+		a.Observe(ctx, Answer{Status: 200, Sent: time.Now()})
+		if st := p.holdOf(p.holdKey(origin)); st.pause != 2*s || st.step != 2 {
+			t.Fatalf("one success: pause %d step %d, want 2s, step 2", st.pause, st.step)
+		}
+	})
+}
