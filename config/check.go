@@ -193,6 +193,9 @@ func (c *checker) validate(cfg *Config) {
 	c.positive("ROBOTSGATE_CLIENT_HEADER_TIMEOUT", cfg.ClientHeaderTimeout)
 	c.positive("ROBOTSGATE_CLIENT_TLS_TIMEOUT", cfg.ClientTLSTimeout)
 	c.notNegative("ROBOTSGATE_SHUTDOWN_GRACE", cfg.ShutdownGrace)
+	if c.notNegative("ROBOTSGATE_WATCH_INTERVAL", cfg.WatchInterval) && cfg.WatchInterval > 0 && cfg.WatchInterval < 100*time.Millisecond {
+		c.report("ROBOTSGATE_WATCH_INTERVAL", nil, "%s is too short; use 100ms or more (each check is a stat of each file), or 0 to reload on SIGHUP only", c.shown("ROBOTSGATE_WATCH_INTERVAL"))
+	}
 	c.checkClientLimits(cfg)
 
 	if ua, ok := c.given("ROBOTSGATE_FETCH_USER_AGENT"); ok {

@@ -88,6 +88,16 @@ type Config struct {
 	// name:hash:token; re-read on SIGHUP.
 	CredentialsFile string `env:"CREDENTIALS_FILE" desc:"htpasswd file of proxy credentials, bcrypt only (htpasswd -B), lines name:hash or name:hash:token; re-read on SIGHUP"`
 
+	// PolicyFile is the operator's policy: per crawler scope, purposes,
+	// rules and pace bounds, per site rules and exceptions; reloaded on
+	// SIGHUP and when it changes.
+	PolicyFile string `env:"POLICY" desc:"YAML file of the operator's policy: per crawler the sites it may visit, its purposes, extra rules, min_delay and max_concurrency; per site extra rules and exceptions with a reason (proxy/policy/README.md); re-read on SIGHUP and when it changes; unset, robots.txt alone decides"`
+
+	// WatchInterval is how often the policy and credentials files are
+	// looked at (one stat each) for a change to reload; 0 reloads them on
+	// SIGHUP only.
+	WatchInterval time.Duration `env:"WATCH_INTERVAL" envDefault:"5s" desc:"How often the policy and credentials files are checked for a change (one stat each) and reloaded; 0 reloads them on SIGHUP only"`
+
 	// Auth says whether clients must authenticate. Unset, it is required
 	// when CredentialsFile is set and off otherwise.
 	Auth identity.Mode `env:"AUTH" envDefault:"off" defaultDoc:"derived: required when ROBOTSGATE_CREDENTIALS_FILE is set, else off" desc:"off, optional (clients without credentials are judged by their User-Agent) or required (407 without a valid credential)"`

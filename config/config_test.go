@@ -71,6 +71,7 @@ func defaults() Config {
 		Auth:          identity.ModeOff,
 		AuditOnError:  proxy.AuditRefuse,
 		ShutdownGrace: 10 * time.Second,
+		WatchInterval: 5 * time.Second,
 		RedisTimeout:  200 * time.Millisecond,
 		RedisPrefix:   "robotsgate:",
 	}

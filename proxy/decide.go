@@ -13,6 +13,7 @@ import (
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/netcause"
 	"robotsgate/proxy/pace"
+	"robotsgate/proxy/policy"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 )
@@ -45,6 +46,14 @@ type decision struct {
 	done      bool
 	// fetchCtx is the context robots.txt is looked up on (fetchContext).
 	fetchCtx fetch.ClientContext
+	// policy is the operator's policy the request is judged by, nil for
+	// none, and match what it says of this crawler at this site. finding
+	// is what in it refused the site or changed robots.txt's verdict;
+	// paceFinding and concurrencyFinding are the crawler's pace bounds
+	// applied (see policy.go).
+	policy                                  *policy.Policy
+	match                                   policy.Match
+	finding, paceFinding, concurrencyFinding *policy.Finding
 }
 
 func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {
@@ -103,6 +112,9 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 	if err := s.opts.Destinations.Check(t.host); err != nil {
 		return d, d.destinationPage(err)
 	}
+	if p := d.applyPolicy(t.host); p != nil {
+		return d, p
+	}
 	if p := d.checkMaxForwards(r); p != nil {
 		return d, p
 	}
@@ -152,6 +164,7 @@ func (d *decision) judge(r *http.Request, result *fetch.Result, pathAndQuery str
 	j := result.Prepare(d.who.token, pathAndQuery)
 	if j.Cost() <= costlyDecision || j.Cost() > robots.MaxDecisionCost {
 		d.verdict = j.Verdict()
+		d.judgePolicy(pathAndQuery)
 		return nil
 	}
 	leave, err := d.s.costly.enter(r.Context(), d.shareKey())
@@ -162,6 +175,7 @@ func (d *decision) judge(r *http.Request, result *fetch.Result, pathAndQuery str
 		return p
 	}
 	d.verdict = j.Verdict()
+	d.judgePolicy(pathAndQuery)
 	leave()
 	return nil
 }

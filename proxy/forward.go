@@ -179,6 +179,9 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 		resp.Header.Set(decisionHeader, decisionValue(d))
 	case d.admission.Outcome != pace.OnTime && d.admission.Outcome != pace.Waited:
 		resp.Header.Set(decisionHeader, paceValue(d))
+	case d.decidedByPolicy() != nil:
+		// An exception let it through: the crawler learns whose word that is.
+		resp.Header.Set(decisionHeader, decisionValue(d))
 	}
 	h := w.Header()
 	for k, v := range resp.Header {

@@ -40,6 +40,7 @@ func (d *decision) pace(r *http.Request, result *fetch.Result) *page {
 	// A schedule this request starts is charged to its client (shareKey),
 	// named when result was looked up (fetchContext).
 	who := pace.Identity{Credential: d.who.credential, Token: d.who.token, Client: d.fetchCtx.Client}
+	d.paceByPolicy(&who)
 	d.admission = pacer.Admit(r.Context(), d.asked.origin, group, who, d.delay)
 	a := &d.admission
 	if a.ByFactor {
@@ -178,6 +179,13 @@ func paceValue(d *decision) string {
 	case pace.Held, pace.BackedOff:
 		holdParams(&b, a.Hold, d)
 	case pace.Busy:
+		if a.IdentityBusy {
+			b.WriteString("; max-concurrency=")
+			b.WriteString(strconv.Itoa(d.concurrencyBound()))
+			b.WriteString(`; scope="crawler"`)
+			b.WriteString(policyParams(d.concurrencyFinding))
+			break
+		}
 		b.WriteString("; max-conns-per-origin=")
 		b.WriteString(strconv.Itoa(d.s.opts.Pacer.MaxConnsPerOrigin()))
 	case pace.Full:
@@ -194,6 +202,9 @@ func paceValue(d *decision) string {
 			b.WriteString("; delay-factor=")
 			b.WriteString(strconv.FormatFloat(d.s.opts.Pacer.DelayFactor(), 'f', -1, 64))
 		}
+		if d.delay.Source == pace.SourcePolicy {
+			b.WriteString(policyParams(d.paceFinding))
+		}
 		if asked := d.delay.Asked; asked.Line > 0 {
 			b.WriteString("; rule=")
 			b.WriteString(quoteHeader(asked.Rule()))
@@ -203,7 +214,7 @@ func paceValue(d *decision) string {
 	}
 	b.WriteString("; retry-after=")
 	b.WriteString(strconv.Itoa(retryAfter(a.RetryAfter)))
-	if a.Outcome == pace.TooEarly && d.delay.Source != pace.SourceFactor {
+	if a.Outcome == pace.TooEarly && paceFromRobots(d.delay.Source) {
 		b.WriteString("; robots=")
 		b.WriteString(quoteHeader(d.robotsURL()))
 	}
@@ -349,6 +360,11 @@ func tooManyText(d *decision, after int) []byte {
 	var b bytes.Buffer
 	switch d.admission.Outcome {
 	case pace.Busy:
+		if d.admission.IdentityBusy {
+			fmt.Fprintf(&b, "429 Too Many Requests: this crawler already has as many requests in flight to %s as the operator's policy lets it (max_concurrency: %d, %s).\n\n",
+				d.asked.origin, d.concurrencyBound(), d.concurrencyFinding)
+			break
+		}
 		fmt.Fprintf(&b, "429 Too Many Requests: %s already has as many requests in flight as robotsgate lets through (ROBOTSGATE_MAX_CONNS_PER_ORIGIN=%d).\n\n",
 			d.asked.origin, d.s.opts.Pacer.MaxConnsPerOrigin())
 	case pace.Held, pace.BackedOff:
@@ -376,7 +392,7 @@ func tooManyText(d *decision, after int) []byte {
 	b.WriteString(crawlerLine(d))
 	switch d.admission.Outcome {
 	case pace.TooEarly:
-		if d.delay.Source != pace.SourceFactor {
+		if paceFromRobots(d.delay.Source) {
 			fmt.Fprintf(&b, "robots.txt:  %s\n", d.robotsURL())
 		}
 		fmt.Fprintf(&b, "Delay:       %s\n", delayLine(d))
@@ -405,7 +421,18 @@ func delayLine(d *decision) string {
 		return fmt.Sprintf("ROBOTSGATE_DELAY_FACTOR=%s times this crawler's last response time from this origin, between the starts of two requests",
 			strconv.FormatFloat(d.s.opts.Pacer.DelayFactor(), 'f', -1, 64))
 	}
+	if d.delay.Source == pace.SourcePolicy {
+		return seconds(d.delay.Interval) + "s between the starts of two requests, the operator's policy's min_delay for this crawler (" + d.paceFinding.String() + ")"
+	}
 	return seconds(d.delay.Interval) + "s between the starts of two requests, " + delayOrigin(d.delay)
+}
+
+// paceFromRobots reports whether a delay from source is robots.txt's (or
+// what stands in for it where robots.txt says nothing), so that a refusal
+// for it names robots.txt; the delay factor and the policy are the
+// operator's.
+func paceFromRobots(source pace.Source) bool {
+	return source != pace.SourceFactor && source != pace.SourcePolicy
 }
 
 // delayOrigin says where a delay came from, for people.

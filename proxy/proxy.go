@@ -79,6 +79,10 @@ type Options struct {
 	PacePolicy pace.Policy
 	// PaceGroups says which hosts share a pace; nil: each origin alone.
 	PaceGroups *pace.Grouper
+	// Policy is the operator's policy: per crawler scope, rules and pace
+	// bounds, per site rules and exceptions; nil judges by robots.txt
+	// alone.
+	Policy PolicySource
 	// Destinations are never connected to, for forwarded requests and
 	// tunnels alike; nil denies nothing.
 	Destinations *destination.Policy

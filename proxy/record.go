@@ -65,6 +65,10 @@ const (
 	// destination, whatever robots.txt says; why says which. Verdict
 	// "disallow".
 	destinationDenied
+	// policyDenied: the operator's policy keeps the crawler off the site
+	// (decision.finding), before robots.txt is looked up. Verdict
+	// "disallow".
+	policyDenied
 	// passedUnjudged: let through with no robots.txt verdict, for the
 	// reason in why: robotsgate answered itself (Max-Forwards: 0), or a
 	// blind tunnel turned out to carry plain HTTP, whose requests are
@@ -142,6 +146,7 @@ func (d *decision) record(rec *audit.Record) {
 		}
 	}
 	rec.PaceGroup = d.paceGroup()
+	d.policyRecord(rec)
 	rec.DeniedDestination = d.ruling == destinationDenied
 	rec.Mode = string(d.s.opts.Mode)
 	rec.Forwarded = d.outcome.reached
@@ -159,12 +164,16 @@ func (d *decision) robotsDecision() robots.Decision {
 	switch d.ruling {
 	case judged:
 		dec.SetVerdict(d.verdict)
+		if f := d.decidedByPolicy(); f != nil {
+			dec.Reason = "policy " + f.Kind.String() + ": " + f.String()
+			break
+		}
 		// robots.txt refused the request, or would have in enforce mode:
 		// by a rule, or by the pace it asks for.
-		if !d.verdict.Allowed || (d.admission.Outcome == pace.TooEarly && d.delay.Source != pace.SourceFactor && !d.admission.Allowed()) {
+		if !d.verdict.Allowed || (d.admission.Outcome == pace.TooEarly && paceFromRobots(d.delay.Source) && !d.admission.Allowed()) {
 			dec.RobotsTxt = d.robotsURL()
 		}
-	case destinationDenied:
+	case destinationDenied, policyDenied:
 		dec.Verdict, dec.Reason = robots.VerdictDisallow, d.why
 	case passedUnjudged:
 		dec.Verdict, dec.Reason = robots.VerdictAllow, d.why

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"robotsgate/proxy/audit"
 	"robotsgate/robots"
 )
 
@@ -34,6 +35,9 @@ func decisionValue(d *decision) string {
 		b.WriteString(quoteHeader(value))
 	}
 	param("token", shown(d.who.token))
+	if f := d.decidedByPolicy(); f != nil {
+		b.WriteString(policyParams(f))
+	}
 	if r := d.verdict.Rule; r != nil {
 		param("rule", shown(r.Pattern))
 		b.WriteString("; line=")
@@ -76,17 +80,22 @@ func quoteHeader(s string) string {
 type forbiddenJSON struct {
 	Status int `json:"status"`
 	robots.Decision
+	// Policy is what in the operator's policy refused or shaped the
+	// request, as the audit record's policy field says it.
+	Policy *audit.Policy `json:"policy,omitempty"`
 }
 
 // forbiddenPage answers a disallowed request, in plain words or in JSON.
 func forbiddenPage(req *http.Request, d *decision) *page {
 	p := &page{status: http.StatusForbidden, header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}}
 	if wantsJSON(req.Header.Get("Accept")) {
-		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.robotsDecision()}
+		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.robotsDecision(), Policy: d.policyJSON()}
 		out.UserAgent, out.Token, out.Rule = shown(out.UserAgent), shown(out.Token), shown(out.Rule)
 		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
 		p.body = append(p.body, '\n')
 		p.header.Set("Content-Type", "application/json")
+	} else if f := d.decidedByPolicy(); f != nil {
+		p.body = policyForbiddenText(d, f)
 	} else {
 		p.body = forbiddenText(d)
 	}

@@ -89,6 +89,13 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 	if err := s.opts.Destinations.Check(tun.host); err != nil {
 		return reject(d.destinationPage(err))
 	}
+	// The policy judges the host by the CONNECT's identity before the
+	// tunnel opens; an intercepted tunnel's requests are judged again, each
+	// by its own.
+	d.identify(tun.cred)
+	if p := d.applyPolicy(tun.host); p != nil {
+		return reject(p)
+	}
 	if s.opts.Issuer == nil {
 		if p := s.judgeTunnel(d, r, tun); p != nil {
 			return reject(p)
@@ -108,7 +115,6 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 // open until what the tunnel carries is known.
 func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 	d.asked.blind = true
-	d.identify(tun.cred)
 	// A blind tunnel only ever relays TLS: it is judged as HTTPS whatever
 	// its port. Plain HTTP in it is read and judged request by request.
 	origin, err := robots.OriginOf("https://" + tun.hostPort)

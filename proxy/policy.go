@@ -1,0 +1,164 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"robotsgate/proxy/audit"
+	"robotsgate/proxy/pace"
+	"robotsgate/proxy/policy"
+)
+
+// PolicySource gives the operator's policy in force (package live keeps
+// it, reloaded on SIGHUP); a request reads it once, when it is judged, and
+// is judged by that policy to its end, whatever a reload puts in force
+// meanwhile.
+type PolicySource interface {
+	Current() *policy.Policy
+}
+
+// applyPolicy finds what the operator's policy says of the request's
+// crawler at host and refuses it, before any robots.txt fetch and in every
+// mode, when the policy keeps the crawler off that site: a sandbox's
+// boundary, like ROBOTSGATE_DENY_DESTINATIONS.
+func (d *decision) applyPolicy(host string) *page {
+	if d.s.opts.Policy == nil {
+		return nil
+	}
+	d.policy = d.s.opts.Policy.Current()
+	if d.policy == nil {
+		return nil
+	}
+	d.match = d.policy.Match(d.who.credential, d.who.token, host)
+	f := d.match.Destination()
+	if f == nil {
+		return nil
+	}
+	d.finding = f
+	d.ruling, d.why = policyDenied, "the operator's policy keeps this crawler off this site: "+f.String()
+	d.outcome.status = http.StatusForbidden
+	d.finish()
+	p := plainPage(http.StatusForbidden, "403 Forbidden: "+d.why+"; robotsgate does not connect there.\n")
+	p.header.Set(decisionHeader, "deny-destination; token="+quoteHeader(shown(d.who.token))+policyParams(f))
+	return p
+}
+
+// judgePolicy lets the policy's rules and exceptions speak after
+// robots.txt: a rule refuses what robots.txt allows, an exception allows
+// what a robots.txt rule refuses.
+func (d *decision) judgePolicy(pathAndQuery string) {
+	if d.policy == nil {
+		return
+	}
+	allowed, f := d.match.Judge(pathAndQuery, d.verdict)
+	if f == nil || f.Kind == policy.KindRule && !d.verdict.Allowed {
+		return // robots.txt decided: a refusal it makes is the site's own
+	}
+	// The verdict keeps robots.txt's rule and reason: the record and the
+	// pages say what robots.txt said beside what the policy decided.
+	d.finding, d.verdict.Allowed = f, allowed
+}
+
+// paceByPolicy applies the crawler's own pace bounds: its min_delay under
+// the delay robots.txt asks, and its max_concurrency to who.
+func (d *decision) paceByPolicy(who *pace.Identity) {
+	if d.policy == nil {
+		return
+	}
+	if floor, f := d.match.MinDelay(); f != nil && floor > d.delay.Interval {
+		d.delay = pace.Delay{Interval: floor, Source: pace.SourcePolicy}
+		d.paceFinding = f
+	}
+	if n, f := d.match.MaxConcurrency(); f != nil {
+		who.MaxConns = n
+		d.concurrencyFinding = f
+	}
+}
+
+// concurrencyBound is the crawler's max_concurrency, 0 for none.
+func (d *decision) concurrencyBound() int {
+	n, _ := d.match.MaxConcurrency()
+	return n
+}
+
+// decidedByPolicy is the finding that changed robots.txt's verdict: an
+// exception that allowed, or a rule that refused; nil when robots.txt
+// alone decided.
+func (d *decision) decidedByPolicy() *policy.Finding {
+	if f := d.finding; f != nil && (f.Kind == policy.KindException || f.Kind == policy.KindRule) {
+		return f
+	}
+	return nil
+}
+
+// policyShaping is the finding the record names: the one that decided the
+// verdict, or else the pace bound that refused or held the request.
+func (d *decision) policyShaping() *policy.Finding {
+	if d.finding != nil {
+		return d.finding
+	}
+	switch a := &d.admission; {
+	case a.Outcome == pace.Busy && a.IdentityBusy, a.Outcome == pace.Waited && a.IdentityBusy:
+		return d.concurrencyFinding
+	case d.delay.Source == pace.SourcePolicy && (a.Outcome == pace.TooEarly || a.Outcome == pace.Waited):
+		return d.paceFinding
+	}
+	return nil
+}
+
+// policyRecord fills in the record's policy fields.
+func (d *decision) policyRecord(rec *audit.Record) {
+	if d.policy == nil {
+		return
+	}
+	rec.PolicyVersion = d.policy.Version()
+	rec.Purposes = d.match.Purposes()
+	rec.Policy = d.policyJSON()
+}
+
+// policyJSON is the policy field of the record and of JSON refusals: what
+// in the policy refused or shaped the request; nil for nothing.
+func (d *decision) policyJSON() *audit.Policy {
+	f := d.policyShaping()
+	if f == nil {
+		return nil
+	}
+	return &audit.Policy{File: f.File, Line: f.Line, Kind: f.Kind.String(), Rule: f.Rule, Reason: f.Reason}
+}
+
+// policyParams renders f as X-Robotsgate-Decision's parameters:
+// `; policy="/etc/robotsgate/policy.yaml"; policy-line=12;
+// policy-kind="exception"; policy-rule="Allow: /reports/"; policy-reason="…"`.
+func policyParams(f *policy.Finding) string {
+	var b strings.Builder
+	b.WriteString("; policy=")
+	b.WriteString(quoteHeader(f.File))
+	b.WriteString("; policy-line=")
+	b.WriteString(strconv.Itoa(f.Line))
+	b.WriteString("; policy-kind=")
+	b.WriteString(quoteHeader(f.Kind.String()))
+	if f.Rule != "" {
+		b.WriteString("; policy-rule=")
+		b.WriteString(quoteHeader(f.Rule))
+	}
+	if f.Reason != "" {
+		b.WriteString("; policy-reason=")
+		b.WriteString(quoteHeader(f.Reason))
+	}
+	return b.String()
+}
+
+// policyForbiddenText is the 403 page of a request a policy rule refused.
+func policyForbiddenText(d *decision, f *policy.Finding) []byte {
+	var b bytes.Buffer
+	b.WriteString("403 Forbidden: the operator's policy does not allow this crawler to fetch this URL.\n\n")
+	fmt.Fprintf(&b, "URL:         %s\n", d.asked.url)
+	b.WriteString(crawlerLine(d))
+	fmt.Fprintf(&b, "Policy:      %s\n", f)
+	fmt.Fprintf(&b, "robots.txt:  %s allows it (%s); the policy adds rules of its own\n", d.robotsURL(), d.verdict.Reason())
+	b.WriteString("\nrobotsgate is a proxy that makes crawlers obey robots.txt (RFC 9309) and its operator's policy.\n")
+	return b.Bytes()
+}
