@@ -105,6 +105,7 @@ func (p *Pacer) take(ctx context.Context, a *Admission, c *connShard, key uint64
 			return false
 		}
 		a.Outcome = Waited
+		a.IdentityBusy = a.IdentityBusy || ident
 	}
 }
 

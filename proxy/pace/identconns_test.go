@@ -83,7 +83,7 @@ func TestIdentityBound(t *testing.T) {
 						time.Sleep(2 * time.Second)
 						first.Done()
 						a = <-third
-						if a.Outcome != Waited || a.IdentityBusy || a.Waited != 2*time.Second || !a.Allowed() {
+						if a.Outcome != Waited || !a.IdentityBusy || a.Waited != 2*time.Second || !a.Allowed() {
 							t.Fatalf("held: %v identity %v after %v", a.Outcome, a.IdentityBusy, a.Waited)
 						}
 					case ModeAudit:
@@ -134,8 +134,8 @@ func TestIdentityBoundWaitsForItsOwn(t *testing.T) {
 		time.Sleep(time.Second)
 		first.Done()
 		a := <-held
-		if a.Outcome != Waited || a.Waited != time.Second {
-			t.Fatalf("its own request ended: %v after %v", a.Outcome, a.Waited)
+		if a.Outcome != Waited || !a.IdentityBusy || a.Waited != time.Second {
+			t.Fatalf("its own request ended: %v (at its own bound %v) after %v", a.Outcome, a.IdentityBusy, a.Waited)
 		}
 
 		go func() { held <- p.Admit(ctx, origin, origin, one, Delay{}) }()
@@ -168,7 +168,18 @@ func TestIdentityBoundHoldsNoOriginConn(t *testing.T) {
 		if b2.Outcome != OnTime || b2.Waited != 0 {
 			t.Fatalf("another crawler with a connection free: %v after %v", b2.Outcome, b2.Waited)
 		}
-		time.Sleep(2 * time.Second)
+		// bingbot, under a bound of its own, held at the origin's.
+		heldB := make(chan Admission, 1)
+		go func() { heldB <- p.Admit(ctx, origin, origin, Identity{Token: "bingbot", MaxConns: 5}, Delay{}) }()
+		synctest.Wait()
+		time.Sleep(time.Second)
+		b2.Done()
+		if b := <-heldB; b.Outcome != Waited || b.IdentityBusy || b.Waited != time.Second {
+			t.Fatalf("held at the origin's bound: %v (at its own bound %v) after %v", b.Outcome, b.IdentityBusy, b.Waited)
+		} else {
+			b2 = b
+		}
+		time.Sleep(time.Second)
 		a1.Done() // frees one of acme's, and one of the origin's
 		a3 := <-held
 		if a3.Outcome != Waited || a3.Waited != 2*time.Second {

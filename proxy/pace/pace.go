@@ -23,7 +23,7 @@
 // pace.go turns robots.txt into a Delay and admits a request; the
 // schedules' keys are made in keys.go, the Pacer's own schedules kept in
 // schedules.go, a fleet's in shared.go; conns.go bounds the requests in
-// flight to one origin, and an identity's to one origin; metrics.go
+// flight to one origin, and each identity's to one; metrics.go
 // reports them all.
 package pace
 
@@ -338,7 +338,9 @@ type Admission struct {
 	// start beyond the delay.
 	ByFactor bool
 	// IdentityBusy says, for Busy, that the bound met is the identity's
-	// own (Identity.MaxConns), not the origin's (MaxConnsPerOrigin).
+	// own (Identity.MaxConns), not the origin's (MaxConnsPerOrigin); for
+	// Waited, that the request was held at it, for part of Waited at
+	// least.
 	IdentityBusy bool
 	// holdsConn and holdsIdent say a holds a connection of its origin,
 	// of its identity to its group: Done frees them.
