@@ -1,6 +1,7 @@
 // Package pace holds crawlers to the pace robots.txt asks of them:
 // Crawl-delay and Request-rate, one schedule per (origin, identity), and
-// the operator's bound on requests in flight to one origin; and to what
+// the operator's bounds on requests in flight to one origin, all
+// identities together and each identity alone; and to what
 // the origin itself says while it is crawled: its Retry-After, a backoff
 // after its failures, its response time. An origin may share all of it
 // with the hosts of its domain or its address (Grouper).
@@ -22,7 +23,8 @@
 // pace.go turns robots.txt into a Delay and admits a request; the
 // schedules' keys are made in keys.go, the Pacer's own schedules kept in
 // schedules.go, a fleet's in shared.go; conns.go bounds the requests in
-// flight to one origin; metrics.go reports them all.
+// flight to one origin, and each identity's to one; metrics.go
+// reports them all.
 package pace
 
 import (
@@ -72,11 +74,12 @@ const (
 	SourceCap                       // a line asked for more than the operator's cap
 	SourceMin                       // the operator's floor (Policy.Min) is longer than what applies
 	SourceFactor                    // Options.DelayFactor times the last response time is longer
+	SourcePolicy                    // the operator's policy file asks a longer delay of this crawler (its min_delay)
 )
 
 // String returns the name the audit log and check -json use: "",
-// "crawl-delay", "request-rate", "default", "cap", "min-delay" or
-// "delay-factor".
+// "crawl-delay", "request-rate", "default", "cap", "min-delay",
+// "delay-factor" or "policy".
 func (s Source) String() string {
 	switch s {
 	case SourceCrawlDelay:
@@ -91,6 +94,8 @@ func (s Source) String() string {
 		return "min-delay"
 	case SourceFactor:
 		return "delay-factor"
+	case SourcePolicy:
+		return "policy"
 	}
 	return ""
 }
@@ -103,6 +108,16 @@ type Delay struct {
 	// Asked is the robots.txt line behind it (Line 0 for the default and
 	// for none): what it asked, before the cap.
 	Asked robots.Pace
+}
+
+// AtLeast is d with a floor: min, from src, when it is longer than d's
+// interval; otherwise d as it is. Asked is kept either way: the line
+// robots.txt had, under the floor.
+func (d Delay) AtLeast(min time.Duration, src Source) Delay {
+	if min > d.Interval {
+		d.Interval, d.Source = min, src
+	}
+	return d
 }
 
 // Policy turns what robots.txt asks into the delay in force.
@@ -133,10 +148,7 @@ func (p Policy) Delay(asked robots.Pace, ok bool) Delay {
 	case p.Default > 0:
 		d = Delay{Interval: p.Default, Source: SourceDefault}
 	}
-	if p.Min > d.Interval {
-		d.Interval, d.Source = p.Min, SourceMin
-	}
-	return d
+	return d.AtLeast(p.Min, SourceMin)
 }
 
 // Outcome is what pacing did to a request.
@@ -146,7 +158,7 @@ const (
 	OnTime    Outcome = iota // on time and under the connection bound
 	Waited                   // held until its slot (ModeWait)
 	TooEarly                 // before its slot: refused, or forwarded and recorded (ModeAudit)
-	Busy                     // its origin had every connection in use: refused, or forwarded and recorded
+	Busy                     // its origin, or its identity there (Admission.IdentityBusy), had every connection in use: refused, or forwarded and recorded
 	Gone                     // the client went away while held
 	Full                     // a new identity while the schedule table, or its client's share of it, is full: refused, or forwarded and recorded
 	Held                     // its origin's group is held by the origin's Retry-After: refused, or forwarded and recorded
@@ -242,8 +254,11 @@ type Pacer struct {
 	perClient int
 	shards    [shardCount]shard
 	conns     [shardCount]connShard
-	waiting   atomic.Int64
-	full      atomic.Int64 // new identities turned away at MaxSchedules
+	// idConns counts the requests in flight of each identity with a
+	// bound (Identity.MaxConns) to each group, by schedule key.
+	idConns [shardCount]connShard
+	waiting atomic.Int64
+	full    atomic.Int64 // new identities turned away at MaxSchedules
 	// shareFull counts new identities turned away at their client's share.
 	shareFull atomic.Int64
 	holds     holds
@@ -276,6 +291,7 @@ func New(opts Options) *Pacer {
 	}
 	for i := range p.conns {
 		p.conns[i].inFlight = make(map[uint64]conns)
+		p.idConns[i].inFlight = make(map[uint64]conns)
 	}
 	p.holds.init(opts.MaxHolds)
 	return p
@@ -302,10 +318,16 @@ type Identity struct {
 	Credential string
 	Token      string
 	Client     string
+	// MaxConns bounds this identity's requests in flight to one group
+	// (the one Admit is given), counted apart from every other
+	// identity's; 0 means no bound. It is the operator's choice per
+	// crawler (its policy's max_concurrency) and, as MaxConnsPerOrigin,
+	// counts this Pacer's requests only.
+	MaxConns int
 }
 
 // Admission is a request's passage through pacing. Done must be called
-// once the request is over (it frees its connection), or Undo when the
+// once the request is over (it frees its connections), or Undo when the
 // request never went to the origin after all.
 type Admission struct {
 	Outcome Outcome
@@ -314,8 +336,15 @@ type Admission struct {
 	ClientShare bool
 	// ByFactor says, for TooEarly, that Options.DelayFactor pushed the
 	// start beyond the delay.
-	ByFactor  bool
-	holdsConn bool
+	ByFactor bool
+	// IdentityBusy says, for Busy, that the bound met is the identity's
+	// own (Identity.MaxConns), not the origin's (MaxConnsPerOrigin); for
+	// Waited, that the request was held at it, for part of Waited at
+	// least.
+	IdentityBusy bool
+	// holdsConn and holdsIdent say a holds a connection of its origin,
+	// of its identity to its group: Done frees them.
+	holdsConn, holdsIdent bool
 	// Waited is how long the request was held.
 	Waited time.Duration
 	// RetryAfter is when to come back, for TooEarly, Busy, Full, Held
@@ -373,7 +402,8 @@ func (p *Pacer) Admit(ctx context.Context, origin, group string, who Identity, d
 	if p.holds.kept.Load() > 0 && !p.obeyHold(ctx, &a, deadline) {
 		return a
 	}
-	if d.Interval > 0 || p.opts.DelayFactor > 0 {
+	paced := d.Interval > 0 || p.opts.DelayFactor > 0
+	if paced {
 		// With a delay factor every request takes a start, one nanosecond
 		// long when no delay applies, for Observe to push.
 		a.interval = max(int64(d.Interval), 1)
@@ -388,9 +418,21 @@ func (p *Pacer) Admit(ctx context.Context, origin, group string, who Identity, d
 			return a
 		}
 	}
+	// The identity's own bound first: a crawler held at it holds none of
+	// the origin's connections, which other crawlers need.
+	if who.MaxConns > 0 {
+		if !paced {
+			a.key = p.scheduleKey(group, &who)
+		}
+		if !p.takeIdentConn(ctx, &a, who.MaxConns, deadline) {
+			return a
+		}
+	}
 	if p.opts.MaxConnsPerOrigin > 0 {
 		a.origin = maphash.String(p.seed, group)
-		p.takeConn(ctx, &a, deadline)
+		if !p.takeConn(ctx, &a, deadline) {
+			a.Done() // its identity's connection, unused
+		}
 	}
 	return a
 }
