@@ -68,9 +68,10 @@ func (d *decision) paceByPolicy(who *pace.Identity) {
 	if d.policy == nil {
 		return
 	}
-	if floor, f := d.match.MinDelay(); f != nil && floor > d.delay.Interval {
-		d.delay = pace.Delay{Interval: floor, Source: pace.SourcePolicy}
-		d.paceFinding = f
+	if floor, f := d.match.MinDelay(); f != nil {
+		if d.delay = d.delay.AtLeast(floor, pace.SourcePolicy); d.delay.Source == pace.SourcePolicy {
+			d.paceFinding = f
+		}
 	}
 	if n, f := d.match.MaxConcurrency(); f != nil {
 		who.MaxConns = n
