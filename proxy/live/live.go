@@ -61,7 +61,8 @@ type Options[T any] struct {
 	// Path is the file.
 	Path string
 	// Load builds the value from the file's bytes; its error should name
-	// the file and line. It must not keep data.
+	// the file and line. Reloads wait for it (readers do not), so it must
+	// not call Reload.
 	Load func(path string, data []byte) (T, error)
 	// Attrs, if set, gives log attributes (key, value pairs) describing a
 	// value put in force, such as how many entries it has.
