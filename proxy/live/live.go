@@ -19,9 +19,11 @@
 //
 // Watch costs one stat per interval. It sees a file written in place, and
 // one replaced by a rename (as editors and configuration tools do), by its
-// size, modification time, inode and change time; a file being written is
-// read once it holds still, and a file missing for a while (between an
-// unlink and its replacement) is logged once and keeps the value in force.
+// size, modification time, inode and change time. A changed file is read
+// once its stat has held still for one interval, so a file written in
+// place is not read half-written (replacing it by a rename is safer
+// still); a file missing for a while (between an unlink and its
+// replacement) is logged once and keeps the value in force.
 package live
 
 import (
@@ -95,6 +97,8 @@ type File[T any] struct {
 	seen    stamp
 	seenSum [sha256.Size]byte
 	racy    bool
+	// pending is a changed stat Watch saw at its last tick, not read yet.
+	pending stamp
 	// failed is why the last attempt failed (nil if it did not), at when.
 	failed   error
 	failedAt time.Time
@@ -244,9 +248,18 @@ func (f *File[T]) check() {
 		f.missing = nil
 		f.publish()
 	}
-	if stampOf(fi) == f.seen && !f.racy {
+	switch now := stampOf(fi); {
+	case now == f.seen && !f.racy:
+		f.pending = stamp{}
+		return
+	case now != f.seen && now != f.pending:
+		// Changed since the last tick: read once it has held still for a
+		// tick, so that a file written in place (truncated, then written)
+		// is not read half-written.
+		f.pending = now
 		return
 	}
+	f.pending = stamp{}
 	data, st, start, err := f.read()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

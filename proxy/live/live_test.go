@@ -342,7 +342,10 @@ func TestWatch(t *testing.T) {
 			if n := fx.logs.count(`"msg":"policy file not reloaded; keeping the previous one"`); n != 1 {
 				t.Errorf("the broken file was refused %d times, want 1:\n%s", n, fx.logs)
 			}
-			if got := reloads(fx.file, "ok"); got != 4 {
+			// A file written in place may, on a loaded machine, be seen
+			// truncated and hold still so for a tick: an empty file,
+			// which this loader takes. A replaced one never is.
+			if got := reloads(fx.file, "ok"); got != 4 && (c.name != "in place" || got < 4) {
 				t.Errorf("%v files put in force, want 4", got)
 			}
 		})
@@ -372,9 +375,9 @@ func TestWatchMissing(t *testing.T) {
 	}
 	write(t, fx.path, "first\n")
 	fx.watch(t)
-	waitFor(t, "the file back as it was is seen", func() bool { return fx.file.State().Err == nil })
-	if fx.file.Current() != before || reloads(fx.file, "unchanged") != 1 {
-		t.Errorf("the same file back: value replaced or %v unchanged reloads counted", reloads(fx.file, "unchanged"))
+	waitFor(t, "the file back as it was is read", func() bool { return reloads(fx.file, "unchanged") == 1 })
+	if fx.file.Current() != before || fx.file.State().Err != nil {
+		t.Errorf("the same file back: value replaced, or State still says %v", fx.file.State().Err)
 	}
 	if err := os.Remove(fx.path); err != nil {
 		t.Fatal(err)
@@ -488,5 +491,26 @@ func TestWatchRacyFile(t *testing.T) {
 	fx.file.check()
 	if got := fx.file.Current().text; got != "two\n" {
 		t.Errorf("a write to a racy file that left its stat alone was missed: %q in force", got)
+	}
+}
+
+// TestWatchWaitsForTheFileToHoldStill: a change is read at the tick after
+// the one that saw it, if the file did not change again in between.
+func TestWatchWaitsForTheFileToHoldStill(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, "one\n")
+	for i, text := range []string{"", "two\n"} { // truncated, then written
+		write(t, fx.path, text)
+		fx.file.check()
+		if got := fx.file.Current().text; got != "one\n" {
+			t.Fatalf("step %d: the tick that saw a change read it: %q in force", i, got)
+		}
+	}
+	fx.file.check()
+	if got := fx.file.Current().text; got != "two\n" {
+		t.Errorf("the tick after the file held still: %q in force, want two", got)
+	}
+	if got := reloads(fx.file, "ok"); got != 1 {
+		t.Errorf("%v files put in force, want 1", got)
 	}
 }
