@@ -7,10 +7,10 @@
 //
 // Readers call Current, which never blocks: a request reads the value once
 // and keeps it, so a request in flight finishes under the file it started
-// with while the next one sees the new file. Reloads are serialised: a
-// SIGHUP and a change seen by Watch at the same moment read the file once
-// each, never put two values in force at once and never log twice for one
-// change.
+// with while the next one sees the new file. Reloads are serialised: when a
+// SIGHUP and Watch see a change at the same moment, one of them puts it in
+// force (and logs it) and the other finds it in force already (a SIGHUP
+// then logs "unchanged", Watch nothing).
 //
 // Each value in force has a version, the first 12 hex digits of the SHA-256
 // of the file's bytes, so the same file has the same version on every
@@ -212,8 +212,8 @@ func (f *File[T]) Reload() error {
 	return f.apply(data, st, start)
 }
 
-// Watch, until ctx ends, stats the file every interval and reloads it when
-// it changed. every <= 0 watches nothing.
+// Watch, until ctx ends, stats the file every interval and reloads it once
+// a change has held still for one interval. every <= 0 watches nothing.
 func (f *File[T]) Watch(ctx context.Context, every time.Duration) {
 	if every <= 0 {
 		return
