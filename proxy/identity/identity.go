@@ -21,12 +21,13 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
+
+	"robotsgate/proxy/live"
 )
 
 // Mode says whether clients must present a credential.
@@ -71,7 +72,7 @@ type Options struct {
 	// otherwise.
 	Mode Mode
 	// CredentialsFile is the htpasswd file (see ParseCredentials); needed
-	// unless Mode is off, re-read by Reload.
+	// unless Mode is off, re-read by Reload and, when it changes, by Watch.
 	CredentialsFile string
 	// Token, when set, is the product token of every request that presents
 	// no credential, whatever its User-Agent.
@@ -86,10 +87,11 @@ type Options struct {
 // Gate authenticates clients. It is safe for concurrent use; a nil *Gate
 // lets everyone through anonymously, judged by their User-Agent.
 type Gate struct {
-	opts     Options
-	log      *slog.Logger
-	key      macKey
-	state    atomic.Pointer[state]
+	opts Options
+	log  *slog.Logger
+	key  macKey
+	// file keeps the credentials file in force, nil when Mode is off.
+	file     *live.File[*state]
 	failures *failureTracker
 	// verifying bounds the bcrypt comparisons running at once.
 	verifying chan struct{}
@@ -97,7 +99,8 @@ type Gate struct {
 }
 
 // state is one credentials file and what was verified against it: a
-// reload replaces both, so a removed credential stops working at once.
+// reload that changed the file replaces both, so a removed credential
+// stops working at once.
 type state struct {
 	creds  *Credentials
 	mu     sync.RWMutex
@@ -147,13 +150,35 @@ func New(opts Options) (*Gate, error) {
 		metrics:   newGateMetrics(),
 	}
 	if opts.Mode != ModeOff {
-		creds, err := LoadCredentials(opts.CredentialsFile)
+		file, err := live.New(live.Options[*state]{
+			Name: "credentials",
+			Path: opts.CredentialsFile,
+			Load: func(path string, data []byte) (*state, error) {
+				creds, err := ParseCredentials(data)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", path, err)
+				}
+				return g.newState(creds), nil
+			},
+			Attrs:         func(st *state) []any { return []any{"credentials", st.creds.Len()} },
+			MaxBytes:      maxFileBytes,
+			MetricsPrefix: "robotsgate_auth",
+			Logger:        opts.Logger,
+		})
 		if err != nil {
 			return nil, err
 		}
-		g.state.Store(g.newState(creds))
+		g.file = file
 	}
 	return g, nil
+}
+
+// current is the credentials in force, nil when Mode is off.
+func (g *Gate) current() *state {
+	if g == nil || g.file == nil {
+		return nil
+	}
+	return g.file.Current()
 }
 
 func (g *Gate) newState(creds *Credentials) *state {
@@ -172,21 +197,33 @@ func (g *Gate) Mode() Mode {
 
 // Reload reads the credentials file again and puts it in force. A file
 // that does not load leaves the previous one in force; the error says why.
-// Connections are not touched: tunnels keep the credential they opened with.
+// A changed file forgets the verifications remembered; the same bytes
+// keep them. Connections are not touched: a tunnel asks Current for its
+// credential on each request.
 func (g *Gate) Reload() error {
-	if g == nil || g.opts.Mode == ModeOff {
+	if g == nil || g.file == nil {
 		return nil
 	}
-	creds, err := LoadCredentials(g.opts.CredentialsFile)
-	if err != nil {
-		g.metrics.reloadFailed.Inc()
-		g.log.Error("credentials file not reloaded; keeping the previous one", "file", g.opts.CredentialsFile, "err", err)
-		return err
+	return g.file.Reload()
+}
+
+// Watch, until ctx ends, checks the credentials file every interval and
+// reloads it when it changed, as Reload does. Without a credentials file
+// it returns at once.
+func (g *Gate) Watch(ctx context.Context, every time.Duration) {
+	if g == nil || g.file == nil {
+		return
 	}
-	g.state.Store(g.newState(creds))
-	g.metrics.reloadOK.Inc()
-	g.log.Info("credentials reloaded", "file", g.opts.CredentialsFile, "credentials", creds.Len())
-	return nil
+	g.file.Watch(ctx, every)
+}
+
+// FileState says which version of the credentials file is in force and
+// since when; its String is "credentials: none" without one.
+func (g *Gate) FileState() live.State {
+	if g == nil || g.file == nil {
+		return live.State{Name: "credentials"}
+	}
+	return g.file.State()
 }
 
 // Token is the product token a request is judged as: its credential's,
@@ -245,7 +282,7 @@ func (g *Gate) Authenticate(ctx context.Context, header []string, client string)
 		g.metrics.failures.WithLabelValues(string(ReasonMissing)).Inc()
 		return nil, &Failure{Reason: ReasonMissing}
 	}
-	st := g.state.Load()
+	st := g.current()
 	key := g.key.sum(header[0])
 	if len(header) == 1 {
 		if v, ok := st.recall(key, time.Now()); ok && v.cred != nil {
@@ -306,7 +343,7 @@ func (g *Gate) gone() *Failure {
 // reaches it. The password is not checked again (it is not kept): a
 // changed password applies to new tunnels, a removed line to open ones.
 func (g *Gate) Current(cred *Credential) *Credential {
-	st := g.state.Load()
+	st := g.current()
 	if st == nil {
 		return nil
 	}
@@ -411,12 +448,10 @@ func addressOf(hostport string) string {
 
 // gateMetrics are the Gate's Prometheus metrics.
 type gateMetrics struct {
-	failures     *prometheus.CounterVec
-	verified     prometheus.Counter
-	remembered   prometheus.Counter
-	reloadOK     prometheus.Counter
-	reloadFailed prometheus.Counter
-	all          []prometheus.Collector
+	failures   *prometheus.CounterVec
+	verified   prometheus.Counter
+	remembered prometheus.Counter
+	all        []prometheus.Collector
 }
 
 func newGateMetrics() gateMetrics {
@@ -428,22 +463,19 @@ func newGateMetrics() gateMetrics {
 		Name: "robotsgate_auth_successes_total",
 		Help: "Proxy authentications that succeeded, by how: bcrypt (verified now) or remembered (verified before).",
 	}, []string{"how"})
-	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "robotsgate_auth_reloads_total",
-		Help: "Reloads of the credentials file (SIGHUP), by result (ok, failed: the previous file stays in force).",
-	}, []string{"result"})
 	return gateMetrics{
-		failures:     failures,
-		verified:     successes.WithLabelValues("bcrypt"),
-		remembered:   successes.WithLabelValues("remembered"),
-		reloadOK:     reloads.WithLabelValues("ok"),
-		reloadFailed: reloads.WithLabelValues("failed"),
-		all:          []prometheus.Collector{failures, successes, reloads},
+		failures:   failures,
+		verified:   successes.WithLabelValues("bcrypt"),
+		remembered: successes.WithLabelValues("remembered"),
+		all:        []prometheus.Collector{failures, successes},
 	}
 }
 
 // Describe and Collect make a Gate a prometheus.Collector: its counters,
-// the credentials in force and the addresses being slowed down.
+// the credentials in force, the file's reloads and version
+// (robotsgate_auth_reloads_total, robotsgate_auth_info,
+// robotsgate_auth_loaded_timestamp_seconds) and the addresses being
+// slowed down.
 func (g *Gate) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(g, ch) }
 
 func (g *Gate) Collect(ch chan<- prometheus.Metric) {
@@ -451,8 +483,9 @@ func (g *Gate) Collect(ch chan<- prometheus.Metric) {
 		c.Collect(ch)
 	}
 	credentials := 0
-	if st := g.state.Load(); st != nil {
-		credentials = st.creds.Len()
+	if g.file != nil {
+		g.file.Collect(ch)
+		credentials = g.file.Current().creds.Len()
 	}
 	ch <- prometheus.MustNewConstMetric(credentialsDesc, prometheus.GaugeValue, float64(credentials))
 	ch <- prometheus.MustNewConstMetric(slowedDesc, prometheus.GaugeValue, float64(g.failures.slowed(time.Now())))

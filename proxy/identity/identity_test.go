@@ -210,7 +210,7 @@ func TestVerifiedCredentialIsRemembered(t *testing.T) {
 		t.Errorf("bcrypt ran %v times, remembered %v; want 1 and 4", v, r)
 	}
 	// Nothing of the password is kept: the key is a MAC of the header.
-	st := g.state.Load()
+	st := g.current()
 	for _, key := range st.known.Keys() {
 		if bytes.Contains(key[:], []byte("right")) {
 			t.Error("the remembered key holds the password")
@@ -247,7 +247,7 @@ func TestRememberedCredentialsAreBounded(t *testing.T) {
 			t.Fatal(failure)
 		}
 	}
-	if n := g.state.Load().known.Len(); n != 2 {
+	if n := g.current().known.Len(); n != 2 {
 		t.Errorf("%d remembered, want the bound, 2", n)
 	}
 	if v := testutil.ToFloat64(g.metrics.verified); v != 4 {
@@ -262,7 +262,7 @@ func TestFailedCredentialIsRemembered(t *testing.T) {
 	g, _ := newGate(t, Options{CredentialsFile: writeCredentials(t, "", "acme:right")})
 	h := []string{basic("acme", "wrong")}
 	g.Authenticate(context.Background(), h, client)
-	v, ok := g.state.Load().recall(g.key.sum(h[0]), time.Now())
+	v, ok := g.current().recall(g.key.sum(h[0]), time.Now())
 	if !ok || v.cred != nil || v.reason != ReasonWrongPassword {
 		t.Fatalf("the failure is not remembered: %+v %v", v, ok)
 	}
@@ -434,8 +434,80 @@ func TestReload(t *testing.T) {
 			t.Errorf("the log does not say %s:\n%s", w, out)
 		}
 	}
-	if r := testutil.ToFloat64(g.metrics.reloadFailed); r != 1 {
-		t.Errorf("%v failed reloads counted, want 1", r)
+	if err := testutil.CollectAndCompare(g, strings.NewReader(`
+# HELP robotsgate_auth_reloads_total Reloads of the credentials file (SIGHUP or a change seen), by result: ok; unchanged, the bytes in force again; failed, the previous one stays in force.
+# TYPE robotsgate_auth_reloads_total counter
+robotsgate_auth_reloads_total{result="failed"} 1
+robotsgate_auth_reloads_total{result="ok"} 1
+robotsgate_auth_reloads_total{result="unchanged"} 0
+`), "robotsgate_auth_reloads_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestReloadUnchanged: reloading the bytes in force keeps the
+// verifications remembered, and says it reloaded.
+func TestReloadUnchanged(t *testing.T) {
+	t.Parallel()
+	path := writeCredentials(t, "", "acme:right")
+	g, logs := newGate(t, Options{CredentialsFile: path})
+	h := []string{basic("acme", "right")}
+	if _, failure := g.Authenticate(context.Background(), h, client); failure != nil {
+		t.Fatal(failure)
+	}
+	if err := g.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, failure := g.Authenticate(context.Background(), h, client); failure != nil {
+		t.Fatal(failure)
+	}
+	if v, r := testutil.ToFloat64(g.metrics.verified), testutil.ToFloat64(g.metrics.remembered); v != 1 || r != 1 {
+		t.Errorf("after an unchanged reload bcrypt ran %v times, remembered %v; want 1 and 1", v, r)
+	}
+	if out := logs.String(); !strings.Contains(out, `"msg":"credentials reloaded"`) || !strings.Contains(out, `"unchanged":true`) {
+		t.Errorf("the log does not say the unchanged file was reloaded:\n%s", out)
+	}
+}
+
+// TestWatch: a credentials file replaced while the Gate watches it is put
+// in force without a SIGHUP, and FileState names its version.
+func TestWatch(t *testing.T) {
+	t.Parallel()
+	off, _ := newGate(t, Options{})
+	off.Watch(t.Context(), time.Millisecond) // returns at once: nothing to watch
+	if s := off.FileState().String(); s != "credentials: none" {
+		t.Errorf("without a credentials file FileState says %q", s)
+	}
+	path := writeCredentials(t, "", "old:pass")
+	g, _ := newGate(t, Options{CredentialsFile: path})
+	before := g.FileState()
+	if before.Name != "credentials" || before.Path != path || len(before.Version) != 12 || before.Err != nil {
+		t.Fatalf("FileState = %+v", before)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.Watch(ctx, 10*time.Millisecond)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	next := writeCredentials(t, path+".next", "new:pass")
+	if err := os.Rename(next, path); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); g.FileState().Version == before.Version; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("after 5s the replaced file is not in force")
+		}
+	}
+	if _, failure := g.Authenticate(context.Background(), []string{basic("new", "pass")}, client); failure != nil {
+		t.Errorf("the credential of the replaced file: %v", failure)
+	}
+	if _, failure := g.Authenticate(context.Background(), []string{basic("old", "pass")}, client); failure == nil {
+		t.Error("a credential the replaced file removed still works")
 	}
 }
 
