@@ -30,9 +30,11 @@ import (
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/cmd/report"
 	"robotsgate/proxy/identity"
+	"robotsgate/proxy/live"
 	"robotsgate/proxy/mitm"
 	"robotsgate/proxy/pace"
 	"robotsgate/proxy/pidfile"
+	"robotsgate/proxy/policy"
 	"robotsgate/robots"
 	"robotsgate/robots/cmd/check"
 	"robotsgate/robots/fetch"
@@ -118,7 +120,7 @@ func checkCommand(args []string) int {
 	env := check.Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Parser: robots.Parser{MaxBytes: int(cfg.ParseLimit), KeepIgnored: true}, // check lists them
-		Pace:   cfg.PacePolicy(),
+		Pace:   cfg.PacePolicy(), PolicyFile: cfg.PolicyFile,
 	}
 	// Roots are needed only to fetch: judging against a file works without.
 	warn := func(msg string, args ...any) { fmt.Fprintf(os.Stderr, "robotsgate check: warning: %s %v\n", msg, args) }
@@ -224,14 +226,24 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return configError{fmt.Errorf("ROBOTSGATE_CREDENTIALS_FILE: %w", err)}
 	}
+	policyFile, err := loadPolicy(cfg, log.With("component", "policy"))
+	if err != nil {
+		return configError{fmt.Errorf("ROBOTSGATE_POLICY: %w", err)}
+	}
 	auditLog, err := audit.Open(cfg.AuditLog, audit.Options{})
 	if err != nil {
 		return configError{fmt.Errorf("ROBOTSGATE_AUDIT_LOG: %w", err)}
 	}
+	var policySource proxy.PolicySource
+	files := []func() live.State{gate.FileState}
+	if policyFile != nil {
+		policySource = policyFile
+		files = append(files, policyFile.State)
+	}
 	server, err := proxy.New(proxy.Options{
 		Mode: cfg.Mode, Rules: rules, Audit: auditLog, AuditOnError: cfg.AuditOnError, Issuer: issuer,
 		Identity: gate, Pacer: pacer, PacePolicy: cfg.PacePolicy(), PaceGroups: cfg.PaceGroups(), Destinations: destinations, Upstream: cfg.UpstreamOptions(roots), Client: cfg.ClientLimits(),
-		Fleet: fleetState, Logger: log, Version: buildVersion(),
+		Policy: policySource, Files: files, Fleet: fleetState, Logger: log, Version: buildVersion(),
 	})
 	if err != nil {
 		return errors.Join(err, auditLog.Close())
@@ -274,7 +286,11 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	go reloadOnHangup(ctx, hangups, gate, auditLog, log)
+	go reloadOnHangup(ctx, hangups, reloads{gate: gate, policy: policyFile, audit: auditLog}, log)
+	go gate.Watch(ctx, cfg.WatchInterval)
+	if policyFile != nil {
+		go policyFile.Watch(ctx, cfg.WatchInterval)
+	}
 	return errors.Join(server.Run(ctx, ln, cfg.ShutdownGrace), auditLog.Close())
 }
 
@@ -314,13 +330,44 @@ func joinFleet(cfg *config.Config, log *slog.Logger) (*fleet.Client, error) {
 	return client, nil
 }
 
+// loadPolicy reads ROBOTSGATE_POLICY, if set (nil otherwise), and logs
+// each note on what it grants, at start and at each reload.
+func loadPolicy(cfg *config.Config, log *slog.Logger) (*live.File[*policy.Policy], error) {
+	if cfg.PolicyFile == "" {
+		return nil, nil
+	}
+	return live.New(live.Options[*policy.Policy]{
+		Name: "policy", Path: cfg.PolicyFile, Logger: log,
+		Load: func(path string, data []byte) (*policy.Policy, error) {
+			p, err := policy.Parse(path, data)
+			if err != nil {
+				return nil, err
+			}
+			for _, note := range p.Notes() {
+				log.Warn("policy: "+note, "file", path)
+			}
+			return p, nil
+		},
+		Attrs: func(p *policy.Policy) []any { return []any{"entries", p.Summary()} },
+	})
+}
+
+// reloads are what a SIGHUP reloads: the credentials file, the policy file
+// (nil for none) and the audit log.
+type reloads struct {
+	gate   *identity.Gate
+	policy *live.File[*policy.Policy]
+	audit  *audit.Writer
+}
+
 // reloadOnHangup, on each SIGHUP until ctx ends, re-reads the credentials
-// file and reopens the audit log file (logrotate's create mode), each
-// whatever became of the other. A credentials file that does not load
-// leaves the previous one in force (the gate logs either outcome); an
-// audit log that cannot be reopened is written on where it was. SIGHUP
-// never stops the proxy.
-func reloadOnHangup(ctx context.Context, hangups <-chan os.Signal, gate *identity.Gate, auditLog *audit.Writer, log *slog.Logger) {
+// and policy files and reopens the audit log file (logrotate's create
+// mode), each whatever became of the others. A file that does not load
+// leaves the previous one in force (live logs either outcome); an audit
+// log that cannot be reopened is written on where it was. SIGHUP never
+// stops the proxy.
+func reloadOnHangup(ctx context.Context, hangups <-chan os.Signal, r reloads, log *slog.Logger) {
+	gate, auditLog := r.gate, r.audit
 	for {
 		select {
 		case <-ctx.Done():
@@ -331,12 +378,15 @@ func reloadOnHangup(ctx context.Context, hangups <-chan os.Signal, gate *identit
 			return // stopping: the audit log is about to be closed
 		}
 		credentials, auditFile := gate.Mode() != identity.ModeOff, auditLog.Path()
-		if !credentials && auditFile == "" {
-			log.Info("SIGHUP: no credentials file to reload, and the audit log is standard output: nothing to do")
+		if !credentials && r.policy == nil && auditFile == "" {
+			log.Info("SIGHUP: no credentials or policy file to reload, and the audit log is standard output: nothing to do")
 			continue
 		}
 		if credentials {
 			gate.Reload()
+		}
+		if r.policy != nil {
+			r.policy.Reload()
 		}
 		if auditFile != "" {
 			if err := auditLog.Reopen(); err != nil {

@@ -51,8 +51,8 @@ type decision struct {
 	// is what in it refused the site or changed robots.txt's verdict;
 	// paceFinding and concurrencyFinding are the crawler's pace bounds
 	// applied (see policy.go).
-	policy                                  *policy.Policy
-	match                                   policy.Match
+	policy                                   *policy.Policy
+	match                                    policy.Match
 	finding, paceFinding, concurrencyFinding *policy.Finding
 }
 

@@ -28,6 +28,11 @@ func (s *Server) newEndpoints() http.Handler {
 		if s.opts.Fleet != nil {
 			fmt.Fprintln(w, s.opts.Fleet.HealthDetail())
 		}
+		for _, state := range s.opts.Files {
+			if st := state(); st.Path != "" {
+				fmt.Fprintln(w, st)
+			}
+		}
 	})
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

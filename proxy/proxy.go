@@ -41,6 +41,7 @@ import (
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/identity"
+	"robotsgate/proxy/live"
 	"robotsgate/proxy/mitm"
 	"robotsgate/proxy/pace"
 	"robotsgate/robots/fetch"
@@ -83,6 +84,9 @@ type Options struct {
 	// bounds, per site rules and exceptions; nil judges by robots.txt
 	// alone.
 	Policy PolicySource
+	// Files are the files put in force live (credentials, policy): /healthz
+	// shows which version of each is in force, and since when.
+	Files []func() live.State
 	// Destinations are never connected to, for forwarded requests and
 	// tunnels alike; nil denies nothing.
 	Destinations *destination.Policy
@@ -255,6 +259,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Fleet != nil {
 		collected = append(collected, opts.Fleet)
+	}
+	if c, ok := opts.Policy.(prometheus.Collector); ok {
+		collected = append(collected, c)
 	}
 	if opts.PaceGroups != nil && opts.PaceGroups.By() == pace.ByAddress {
 		collected = append(collected, opts.PaceGroups)

@@ -17,6 +17,7 @@ import (
 	envlib "github.com/caarlos0/env/v11"
 
 	"robotsgate/config"
+	"robotsgate/proxy/policy"
 )
 
 // Exit statuses.
@@ -44,11 +45,14 @@ The configuration is checked as serve checks it, but nothing is started:
 no port is opened, no file is written, Redis is not contacted.
 
 Output: a table with the columns NAME, VALUE and SOURCE; an empty value
-shows as "", a value with unprintable characters quoted.
+shows as "", a value with unprintable characters quoted. With
+ROBOTSGATE_POLICY set, the policy file is read and checked as serve reads
+it, and a last line says its version and what it holds.
 With -json, one object {"settings": [...]} listing, in the same order,
 {"name", "value", "source", "from"}: source is environment, default,
 derived or machine; from, only for the last two, names the variable the
-value was derived from, or what of the machine it was taken from.
+value was derived from, or what of the machine it was taken from; and,
+with a policy, "policy": {"file", "version", "entries"}.
 Exit status: 0 the configuration is valid, 2 it is not (standard error
 names each variable at fault, as serve's message does) or a usage error,
 1 the output could not be written.
@@ -76,16 +80,25 @@ func Run(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "robotsgate config takes no arguments (got %q); it reads the ROBOTSGATE_* variables\n", flags.Args())
 		return ExitInvalid
 	}
-	_, settings, err := config.Effective(envlib.ToMap(env.Environ), env.Version)
+	cfg, settings, err := config.Effective(envlib.ToMap(env.Environ), env.Version)
 	if err != nil {
 		// The words of "robotsgate serve", so that one check serves both.
 		fmt.Fprintf(env.Stderr, "robotsgate: invalid configuration:\n%v\n", err)
 		return ExitInvalid
 	}
+	var pol *policyFile
+	if cfg.PolicyFile != "" {
+		p, err := policy.Load(cfg.PolicyFile)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "robotsgate: invalid configuration:\nROBOTSGATE_POLICY: %v\n", err)
+			return ExitInvalid
+		}
+		pol = &policyFile{File: p.File(), Version: p.Version(), Entries: p.Summary()}
+	}
 	if *asJSON {
-		err = writeJSON(env.Stdout, settings)
+		err = writeJSON(env.Stdout, settings, pol)
 	} else {
-		err = writeTable(env.Stdout, settings)
+		err = writeTable(env.Stdout, settings, pol)
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "robotsgate config: %v\n", err)
@@ -94,21 +107,30 @@ func Run(args []string, env Env) int {
 	return ExitValid
 }
 
+// policyFile is the policy file serve would load: which, its version (as
+// /healthz and the audit records name it) and what it holds.
+type policyFile struct {
+	File    string `json:"file"`
+	Version string `json:"version"`
+	Entries string `json:"entries"`
+}
+
 // writeJSON writes the settings as the usage text describes.
-func writeJSON(w io.Writer, settings []config.Setting) error {
+func writeJSON(w io.Writer, settings []config.Setting, pol *policyFile) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // a User-Agent's "<" and ">" stay readable
 	if err := enc.Encode(struct {
 		Settings []config.Setting `json:"settings"`
-	}{settings}); err != nil {
+		Policy   *policyFile      `json:"policy,omitempty"`
+	}{settings, pol}); err != nil {
 		return fmt.Errorf("writing JSON: %w", err)
 	}
 	return nil
 }
 
 // writeTable writes the settings as an aligned table.
-func writeTable(w io.Writer, settings []config.Setting) error {
+func writeTable(w io.Writer, settings []config.Setting, pol *policyFile) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tVALUE\tSOURCE")
 	for _, s := range settings {
@@ -116,6 +138,11 @@ func writeTable(w io.Writer, settings []config.Setting) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing the table: %w", err)
+	}
+	if pol != nil {
+		if _, err := fmt.Fprintf(w, "\npolicy: %s version %s (%s)\n", pol.File, pol.Version, pol.Entries); err != nil {
+			return fmt.Errorf("writing the policy line: %w", err)
+		}
 	}
 	return nil
 }

@@ -11,10 +11,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 
+	"robotsgate/proxy/audit"
 	"robotsgate/proxy/pace"
+	"robotsgate/proxy/policy"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 )
@@ -42,9 +45,12 @@ type Env struct {
 	NoFetcher      error         // why Fetcher is nil, said when one is needed
 	Parser         robots.Parser // parses a -robots file; KeepIgnored to list ignored lines
 	Pace           pace.Policy   // turns what robots.txt asks into the delay the proxy enforces
+	// PolicyFile is the operator's policy the proxy judges by
+	// (ROBOTSGATE_POLICY), -policy's default; "" for none.
+	PolicyFile string
 }
 
-const usage = `usage: robotsgate check -user-agent UA [-robots FILE] [-json] [URL ...]
+const usage = `usage: robotsgate check -user-agent UA [-robots FILE] [-policy FILE [-user NAME]] [-json] [URL ...]
 
 Says, for each URL, whether the crawler may fetch it and why. URLs come
 from the arguments, or one per line on standard input when there are none.
@@ -61,6 +67,14 @@ keeps between two requests of this crawler to the origin (0 for none),
 with crawl_delay_source (crawl-delay, request-rate, default or cap) and
 crawl_delay_line, as ROBOTSGATE_DEFAULT_CRAWL_DELAY and
 ROBOTSGATE_MAX_CRAWL_DELAY make it.
+With a policy (-policy, by default ROBOTSGATE_POLICY's file; -policy ""
+for none), each URL is judged as the proxy judges it with that file: a
+site outside the crawler's allowed sites, a policy rule or an exception
+decides, and says so in the reason and, with -json, in a policy object
+(file, line, kind, rule, reason); the crawler is -user's credential when
+given (the name in ROBOTSGATE_CREDENTIALS_FILE; -user-agent then gives its
+token), else anonymous. A policy's min_delay shows in crawl_delay, with
+crawl_delay_source policy. Try a change this way before loading it.
 Exit status: 0 all allowed, 1 any disallowed, 2 usage or input error,
 130 interrupted (nothing is printed for the URLs not judged).
 
@@ -75,6 +89,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 	userAgent := flags.String("user-agent", "", "a product token (GPTBot) or a whole User-Agent header")
 	robotsFile := flags.String("robots", "", "judge every URL against this robots.txt file instead of fetching")
 	asJSON := flags.Bool("json", false, "print one JSON object per URL")
+	policyFile := flags.String("policy", env.PolicyFile, "judge with this policy file too, as the proxy does (default ROBOTSGATE_POLICY's)")
+	user := flags.String("user", "", "judge as this proxy credential's user, for the policy's user entries")
 	flags.Usage = func() {
 		fmt.Fprint(env.Stderr, usage)
 		flags.PrintDefaults()
@@ -89,7 +105,23 @@ func Run(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintln(env.Stderr, "robotsgate check: -user-agent is required (a product token such as GPTBot, or a whole User-Agent header)")
 		return ExitUsage
 	}
-	c := &checker{env: env, token: robots.ProductToken(*userAgent), json: *asJSON, fetched: make(map[string]*fetch.Result)}
+	c := &checker{env: env, token: robots.ProductToken(*userAgent), user: *user, json: *asJSON, fetched: make(map[string]*fetch.Result)}
+	if *policyFile != "" {
+		data, err := os.ReadFile(*policyFile)
+		if err == nil {
+			c.policy, err = policy.Parse(*policyFile, data)
+		}
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "robotsgate check: -policy: %v\n", err)
+			return ExitUsage
+		}
+		for _, note := range c.policy.Notes() {
+			fmt.Fprintf(env.Stderr, "robotsgate check: %s: note: %s\n", *policyFile, note)
+		}
+	} else if *user != "" {
+		fmt.Fprintln(env.Stderr, "robotsgate check: -user names a policy's crawler: give a policy with -policy FILE")
+		return ExitUsage
+	}
 	if *robotsFile != "" {
 		body, err := os.ReadFile(*robotsFile)
 		if err != nil {
@@ -179,7 +211,11 @@ type checker struct {
 	json      bool
 	file      *robots.Robots
 	fileName  string
-	fetched   map[string]*fetch.Result // by origin: each is fetched once
+	// policy, when set, judges beside robots.txt, as user (a credential's
+	// name, "" for anonymous).
+	policy  *policy.Policy
+	user    string
+	fetched map[string]*fetch.Result // by origin: each is fetched once
 
 	checked, disallowed, inputErrors int
 }
@@ -195,6 +231,23 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 	var v robots.Verdict
 	var delay pace.Delay
 	path := robots.PathAndQuery(rawURL)
+	var match policy.Match
+	if c.policy != nil {
+		host, err := hostOf(rawURL)
+		if err != nil {
+			fmt.Fprintf(c.env.Stderr, "robotsgate check: %q: %v (a policy judges by site: give whole URLs)\n", rawURL, err)
+			c.inputErrors++
+			return true
+		}
+		match = c.policy.Match(c.user, c.token, host)
+		if f := match.Destination(); f != nil {
+			// The proxy refuses before it looks robots.txt up: so does check.
+			c.checked++
+			c.disallowed++
+			out.Verdict, out.Reason = robots.VerdictDisallow, "the operator's policy keeps this crawler off this site: "+f.String()
+			return c.print(out, f, pace.Delay{})
+		}
+	}
 	if c.file != nil {
 		out.RobotsTxt = c.fileName
 		v = c.file.Check(c.token, path)
@@ -220,26 +273,57 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 		delay = c.env.Pace.Delay(result.Pace(c.token))
 	}
 	c.checked++
+	var decided *policy.Finding // what in the policy changed robots.txt's verdict
+	if c.policy != nil {
+		if allowed, f := match.Judge(path, v); f != nil && (f.Kind != policy.KindRule || v.Allowed) {
+			decided, v.Allowed = f, allowed
+		}
+		if floor, f := match.MinDelay(); f != nil {
+			delay = delay.AtLeast(floor, pace.SourcePolicy)
+		}
+	}
 	out.SetVerdict(v)
+	if decided != nil {
+		out.Reason = "policy " + decided.Kind.String() + ": " + decided.String()
+	}
 	if !v.Allowed {
 		c.disallowed++
 	}
+	return c.print(out, decided, delay)
+}
+
+// hostOf is the canonical host of rawURL, as the proxy matches a policy's
+// sites against it.
+func hostOf(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "", errors.New("no host")
+	}
+	return robots.CanonicalHost(u.Hostname())
+}
+
+// print writes the verdict out, with the policy finding that decided it
+// (nil for none) and the delay the proxy would keep.
+func (c *checker) print(out robots.Decision, decided *policy.Finding, delay pace.Delay) bool {
 	if c.json {
-		line, _ := json.Marshal(jsonLine{Decision: out, CrawlDelay: delay.Interval.Seconds(),
-			CrawlDelaySource: delay.Source.String(), CrawlDelayLine: delay.Asked.Line}) // strings, numbers and bools only: cannot fail
-		fmt.Fprintf(c.env.Stdout, "%s\n", line)
+		line := jsonLine{Decision: out, CrawlDelay: delay.Interval.Seconds(), CrawlDelaySource: delay.Source.String(), CrawlDelayLine: delay.Asked.Line}
+		if decided != nil {
+			line.Policy = &audit.Policy{File: decided.File, Line: decided.Line, Kind: decided.Kind.String(), Rule: decided.Rule, Reason: decided.Reason}
+		}
+		text, _ := json.Marshal(line) // strings, numbers and bools only: cannot fail
+		fmt.Fprintf(c.env.Stdout, "%s\n", text)
 		return true
 	}
 	// The text columns predate the JSON words and are kept as they are.
 	verdict := "allowed"
-	if !v.Allowed {
+	if out.Verdict == robots.VerdictDisallow {
 		verdict = "disallowed"
 	}
 	token := c.token
 	if token == "" {
 		token = "*"
 	}
-	fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\n", verdict, token, rawURL, out.Reason)
+	fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\n", verdict, token, out.URL, out.Reason)
 	return true
 }
 
@@ -250,6 +334,9 @@ type jsonLine struct {
 	CrawlDelay       float64 `json:"crawl_delay"`
 	CrawlDelaySource string  `json:"crawl_delay_source,omitempty"`
 	CrawlDelayLine   int     `json:"crawl_delay_line,omitempty"`
+	// Policy is what in the operator's policy decided, in the audit
+	// record's words.
+	Policy *audit.Policy `json:"policy,omitempty"`
 }
 
 // reportIgnored lists on standard error the lines of a robots.txt that did
