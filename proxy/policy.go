@@ -121,13 +121,17 @@ func (d *decision) policyRecord(rec *audit.Record) {
 }
 
 // policyJSON is the policy field of the record and of JSON refusals: what
-// in the policy refused or shaped the request; nil for nothing.
-func (d *decision) policyJSON() *audit.Policy {
-	f := d.policyShaping()
+// in the policy refused or shaped the request; zero for nothing.
+func (d *decision) policyJSON() audit.PolicyFinding {
+	return findingJSON(d.policyShaping())
+}
+
+// findingJSON is f in the audit record's words; zero for nil.
+func findingJSON(f *policy.Finding) audit.PolicyFinding {
 	if f == nil {
-		return nil
+		return audit.PolicyFinding{}
 	}
-	return &audit.Policy{File: f.File, Line: f.Line, Kind: f.Kind.String(), Rule: f.Rule, Reason: f.Reason}
+	return audit.PolicyFinding{File: f.File, Line: f.Line, Kind: f.Kind.String(), Rule: f.Rule, Reason: f.Reason}
 }
 
 // policyParams renders f as X-Robotsgate-Decision's parameters:

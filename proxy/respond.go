@@ -82,7 +82,7 @@ type forbiddenJSON struct {
 	robots.Decision
 	// Policy is what in the operator's policy refused or shaped the
 	// request, as the audit record's policy field says it.
-	Policy *audit.Policy `json:"policy,omitempty"`
+	Policy audit.PolicyFinding `json:"policy,omitzero"`
 }
 
 // forbiddenPage answers a disallowed request, in plain words or in JSON.

@@ -308,7 +308,7 @@ func (c *checker) print(out robots.Decision, decided *policy.Finding, delay pace
 	if c.json {
 		line := jsonLine{Decision: out, CrawlDelay: delay.Interval.Seconds(), CrawlDelaySource: delay.Source.String(), CrawlDelayLine: delay.Asked.Line}
 		if decided != nil {
-			line.Policy = &audit.Policy{File: decided.File, Line: decided.Line, Kind: decided.Kind.String(), Rule: decided.Rule, Reason: decided.Reason}
+			line.Policy = audit.PolicyFinding{File: decided.File, Line: decided.Line, Kind: decided.Kind.String(), Rule: decided.Rule, Reason: decided.Reason}
 		}
 		text, _ := json.Marshal(line) // strings, numbers and bools only: cannot fail
 		fmt.Fprintf(c.env.Stdout, "%s\n", text)
@@ -336,7 +336,7 @@ type jsonLine struct {
 	CrawlDelayLine   int     `json:"crawl_delay_line,omitempty"`
 	// Policy is what in the operator's policy decided, in the audit
 	// record's words.
-	Policy *audit.Policy `json:"policy,omitempty"`
+	Policy audit.PolicyFinding `json:"policy,omitzero"`
 }
 
 // reportIgnored lists on standard error the lines of a robots.txt that did
