@@ -13,7 +13,6 @@ import (
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/netcause"
 	"robotsgate/proxy/pace"
-	"robotsgate/proxy/policy"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 )
@@ -46,14 +45,10 @@ type decision struct {
 	done      bool
 	// fetchCtx is the context robots.txt is looked up on (fetchContext).
 	fetchCtx fetch.ClientContext
-	// policy is the operator's policy the request is judged by, nil for
-	// none, and match what it says of this crawler at this site. finding
-	// is what in it refused the site or changed robots.txt's verdict;
-	// paceFinding and concurrencyFinding are the crawler's pace bounds
-	// applied (see policy.go).
-	policy                                   *policy.Policy
-	match                                    policy.Match
-	finding, paceFinding, concurrencyFinding *policy.Finding
+	// policy is what the operator's policy says of the request, nil
+	// without one (see policy.go): apart, so that a request costs no
+	// larger decision when no policy is loaded.
+	policy *policyState
 }
 
 func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {

@@ -179,11 +179,11 @@ func paceValue(d *decision) string {
 	case pace.Held, pace.BackedOff:
 		holdParams(&b, a.Hold, d)
 	case pace.Busy:
-		if a.IdentityBusy {
+		if n, f := d.concurrencyBound(); a.IdentityBusy && f != nil {
 			b.WriteString("; max-concurrency=")
-			b.WriteString(strconv.Itoa(d.concurrencyBound()))
+			b.WriteString(strconv.Itoa(n))
 			b.WriteString(`; scope="crawler"`)
-			b.WriteString(policyParams(d.concurrencyFinding))
+			b.WriteString(policyParams(f))
 			break
 		}
 		b.WriteString("; max-conns-per-origin=")
@@ -203,7 +203,7 @@ func paceValue(d *decision) string {
 			b.WriteString(strconv.FormatFloat(d.s.opts.Pacer.DelayFactor(), 'f', -1, 64))
 		}
 		if d.delay.Source == pace.SourcePolicy {
-			b.WriteString(policyParams(d.paceFinding))
+			b.WriteString(policyParams(d.policy.paceFinding))
 		}
 		if asked := d.delay.Asked; asked.Line > 0 {
 			b.WriteString("; rule=")
@@ -360,9 +360,9 @@ func tooManyText(d *decision, after int) []byte {
 	var b bytes.Buffer
 	switch d.admission.Outcome {
 	case pace.Busy:
-		if d.admission.IdentityBusy {
+		if n, f := d.concurrencyBound(); d.admission.IdentityBusy && f != nil {
 			fmt.Fprintf(&b, "429 Too Many Requests: this crawler already has as many requests in flight to %s as the operator's policy lets it (max_concurrency: %d, %s).\n\n",
-				d.asked.origin, d.concurrencyBound(), d.concurrencyFinding)
+				d.asked.origin, n, f)
 			break
 		}
 		fmt.Fprintf(&b, "429 Too Many Requests: %s already has as many requests in flight as robotsgate lets through (ROBOTSGATE_MAX_CONNS_PER_ORIGIN=%d).\n\n",
@@ -422,7 +422,7 @@ func delayLine(d *decision) string {
 			strconv.FormatFloat(d.s.opts.Pacer.DelayFactor(), 'f', -1, 64))
 	}
 	if d.delay.Source == pace.SourcePolicy {
-		return seconds(d.delay.Interval) + "s between the starts of two requests, the operator's policy's min_delay for this crawler (" + d.paceFinding.String() + ")"
+		return seconds(d.delay.Interval) + "s between the starts of two requests, the operator's policy's min_delay for this crawler (" + d.policy.paceFinding.String() + ")"
 	}
 	return seconds(d.delay.Interval) + "s between the starts of two requests, " + delayOrigin(d.delay)
 }

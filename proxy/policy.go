@@ -20,6 +20,18 @@ type PolicySource interface {
 	Current() *policy.Policy
 }
 
+// policyState is what the operator's policy says of one request.
+type policyState struct {
+	// policy is the policy the request is judged by, from start to end,
+	// and match what it says of this crawler at this site.
+	policy *policy.Policy
+	match  policy.Match
+	// finding is what in it refused the site or changed robots.txt's
+	// verdict; paceFinding and concurrencyFinding are the crawler's pace
+	// bounds applied.
+	finding, paceFinding, concurrencyFinding *policy.Finding
+}
+
 // applyPolicy finds what the operator's policy says of the request's
 // crawler at host and refuses it, before any robots.txt fetch and in every
 // mode, when the policy keeps the crawler off that site: a sandbox's
@@ -28,16 +40,16 @@ func (d *decision) applyPolicy(host string) *page {
 	if d.s.opts.Policy == nil {
 		return nil
 	}
-	d.policy = d.s.opts.Policy.Current()
-	if d.policy == nil {
+	current := d.s.opts.Policy.Current()
+	if current == nil {
 		return nil
 	}
-	d.match = d.policy.Match(d.who.credential, d.who.token, host)
-	f := d.match.Destination()
+	d.policy = &policyState{policy: current, match: current.Match(d.who.credential, d.who.token, host)}
+	f := d.policy.match.Destination()
 	if f == nil {
 		return nil
 	}
-	d.finding = f
+	d.policy.finding = f
 	d.ruling, d.why = policyDenied, "the operator's policy keeps this crawler off this site: "+f.String()
 	d.outcome.status = http.StatusForbidden
 	d.finish()
@@ -53,13 +65,13 @@ func (d *decision) judgePolicy(pathAndQuery string) {
 	if d.policy == nil {
 		return
 	}
-	allowed, f := d.match.Judge(pathAndQuery, d.verdict)
+	allowed, f := d.policy.match.Judge(pathAndQuery, d.verdict)
 	if f == nil || f.Kind == policy.KindRule && !d.verdict.Allowed {
 		return // robots.txt decided: a refusal it makes is the site's own
 	}
 	// The verdict keeps robots.txt's rule and reason: the record and the
 	// pages say what robots.txt said beside what the policy decided.
-	d.finding, d.verdict.Allowed = f, allowed
+	d.policy.finding, d.verdict.Allowed = f, allowed
 }
 
 // paceByPolicy applies the crawler's own pace bounds: its min_delay under
@@ -68,28 +80,35 @@ func (d *decision) paceByPolicy(who *pace.Identity) {
 	if d.policy == nil {
 		return
 	}
-	if floor, f := d.match.MinDelay(); f != nil {
+	ps := d.policy
+	if floor, f := ps.match.MinDelay(); f != nil {
 		if d.delay = d.delay.AtLeast(floor, pace.SourcePolicy); d.delay.Source == pace.SourcePolicy {
-			d.paceFinding = f
+			ps.paceFinding = f
 		}
 	}
-	if n, f := d.match.MaxConcurrency(); f != nil {
+	if n, f := ps.match.MaxConcurrency(); f != nil {
 		who.MaxConns = n
-		d.concurrencyFinding = f
+		ps.concurrencyFinding = f
 	}
 }
 
-// concurrencyBound is the crawler's max_concurrency, 0 for none.
-func (d *decision) concurrencyBound() int {
-	n, _ := d.match.MaxConcurrency()
-	return n
+// concurrencyBound is the crawler's max_concurrency and where the policy
+// says it; 0 and nil for none.
+func (d *decision) concurrencyBound() (int, *policy.Finding) {
+	if d.policy == nil {
+		return 0, nil
+	}
+	return d.policy.match.MaxConcurrency()
 }
 
 // decidedByPolicy is the finding that changed robots.txt's verdict: an
 // exception that allowed, or a rule that refused; nil when robots.txt
 // alone decided.
 func (d *decision) decidedByPolicy() *policy.Finding {
-	if f := d.finding; f != nil && (f.Kind == policy.KindException || f.Kind == policy.KindRule) {
+	if d.policy == nil {
+		return nil
+	}
+	if f := d.policy.finding; f != nil && (f.Kind == policy.KindException || f.Kind == policy.KindRule) {
 		return f
 	}
 	return nil
@@ -98,14 +117,18 @@ func (d *decision) decidedByPolicy() *policy.Finding {
 // policyShaping is the finding the record names: the one that decided the
 // verdict, or else the pace bound that refused or held the request.
 func (d *decision) policyShaping() *policy.Finding {
-	if d.finding != nil {
-		return d.finding
+	ps := d.policy
+	if ps == nil {
+		return nil
+	}
+	if ps.finding != nil {
+		return ps.finding
 	}
 	switch a := &d.admission; {
-	case a.Outcome == pace.Busy && a.IdentityBusy, a.Outcome == pace.Waited && a.IdentityBusy:
-		return d.concurrencyFinding
+	case a.IdentityBusy && (a.Outcome == pace.Busy || a.Outcome == pace.Waited):
+		return ps.concurrencyFinding
 	case d.delay.Source == pace.SourcePolicy && (a.Outcome == pace.TooEarly || a.Outcome == pace.Waited):
-		return d.paceFinding
+		return ps.paceFinding
 	}
 	return nil
 }
@@ -115,8 +138,8 @@ func (d *decision) policyRecord(rec *audit.Record) {
 	if d.policy == nil {
 		return
 	}
-	rec.PolicyVersion = d.policy.Version()
-	rec.Purposes = d.match.Purposes()
+	rec.PolicyVersion = d.policy.policy.Version()
+	rec.Purposes = d.policy.match.Purposes()
 	rec.Policy = d.policyJSON()
 }
 
