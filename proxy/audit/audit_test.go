@@ -702,7 +702,7 @@ func TestPolicyFields(t *testing.T) {
 			r.Policy = PolicyFinding{File: "/etc/robotsgate/policy.yaml", Line: 12, Kind: PolicyRule, Rule: "Disallow: /checkout/", Reason: "asked by mail, 2026-10-01"}
 			r.PolicyVersion, r.Purposes = "0123456789ab", []string{"search", "ai-train"}
 		}, map[string]any{
-			"policy": map[string]any{"file": "/etc/robotsgate/policy.yaml", "line": 12.0, "kind": "rule", "rule": "Disallow: /checkout/", "reason": "asked by mail, 2026-10-01"},
+			"policy":         map[string]any{"file": "/etc/robotsgate/policy.yaml", "line": 12.0, "kind": "rule", "rule": "Disallow: /checkout/", "reason": "asked by mail, 2026-10-01"},
 			"policy_version": "0123456789ab", "purposes": []any{"search", "ai-train"},
 		}},
 		{"a destination, no reason", func(r *Record) {
