@@ -376,7 +376,7 @@ func (t *textWriter) policy(rep *Report) {
 	}
 	if rep.ExceptionsOmitted > 0 {
 		exceptions = append(exceptions, []string{"...", "", number(rep.ExceptionsOmitted), "", "", "", "",
-			"allowed by exceptions past the first " + number(maxExceptions) + ", not listed"})
+			Plural(rep.ExceptionsOmitted, "request", "requests") + " allowed by exceptions past the first " + number(maxExceptions) + ", not listed"})
 	}
 	t.table("EXCEPTIONS USED (the operator's policy allowed what robots.txt disallowed)", columns{true, true},
 		[]string{"POLICY LINE", "ALLOW", "REQUESTS", "FIRST", "LAST", "CRAWLERS", "ORIGINS", "REASON"}, exceptions)
