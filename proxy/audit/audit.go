@@ -64,7 +64,8 @@ type Record struct {
 	// CrawlDelay is the interval, in seconds, in force between requests
 	// of this identity to this origin; CrawlDelaySource says where it came
 	// from (crawl-delay, request-rate, default, cap, min-delay: the
-	// ROBOTSGATE_MIN_DELAY floor, or delay-factor: ROBOTSGATE_DELAY_FACTOR
+	// ROBOTSGATE_MIN_DELAY floor, policy: the crawler's min_delay in the
+	// operator's policy, or delay-factor: ROBOTSGATE_DELAY_FACTOR
 	// times the last response time) and CrawlDelayLine the robots.txt line
 	// behind it.
 	CrawlDelay       float64 `json:"crawl_delay,omitempty"`

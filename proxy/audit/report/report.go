@@ -1,8 +1,10 @@
 // Package report reads robotsgate's audit log and sums it up for an
 // auditor: which crawlers came, how often each tried to fetch what
 // robots.txt forbids, on which origins and rules, when robots.txt failed,
-// when origins held requests back (Retry-After, backoff), and which
-// crawlers named themselves other than they are.
+// when origins held requests back (Retry-After, backoff), which
+// crawlers named themselves other than they are, and what the operator's
+// policy refused or allowed against robots.txt (its exceptions used, its
+// versions in force).
 //
 // A [Reader] streams any number of log files (plain or gzip) in memory
 // bounded by the number of distinct crawlers and origins: the top rules
