@@ -64,7 +64,8 @@ type Record struct {
 	// CrawlDelay is the interval, in seconds, in force between requests
 	// of this identity to this origin; CrawlDelaySource says where it came
 	// from (crawl-delay, request-rate, default, cap, min-delay: the
-	// ROBOTSGATE_MIN_DELAY floor, or delay-factor: ROBOTSGATE_DELAY_FACTOR
+	// ROBOTSGATE_MIN_DELAY floor, policy: the crawler's min_delay in the
+	// operator's policy, or delay-factor: ROBOTSGATE_DELAY_FACTOR
 	// times the last response time) and CrawlDelayLine the robots.txt line
 	// behind it.
 	CrawlDelay       float64 `json:"crawl_delay,omitempty"`
@@ -105,6 +106,16 @@ type Record struct {
 	// ROBOTSGATE_DENY_DESTINATIONS, not from robots.txt.
 	DeniedDestination bool `json:"denied_destination,omitempty"`
 
+	// Policy is the entry of the operator's policy file
+	// (ROBOTSGATE_POLICY) that decided or shaped the request; zero, and
+	// absent from the line, when the policy changed nothing.
+	Policy PolicyFinding `json:"policy,omitzero"`
+	// PolicyVersion is the version of the policy file in force, on every
+	// record while one is loaded.
+	PolicyVersion string `json:"policy_version,omitempty"`
+	// Purposes are the crawler's purposes the policy declares.
+	Purposes []string `json:"purposes,omitempty"`
+
 	Mode string `json:"mode"` // enforce or audit
 	// Forwarded says the request went to the origin: the origin answered,
 	// the request was sent to it whole, or a blind tunnel to it opened.
@@ -119,6 +130,34 @@ type Record struct {
 	// client, a bounded resource; empty when nothing did (a 403 is none).
 	Error string `json:"error,omitempty"`
 }
+
+// PolicyFinding is the policy's entry behind a decision: the file and line
+// of the crawler's or site's entry, what it did, the rule as written and
+// the operator's reason.
+type PolicyFinding struct {
+	File string `json:"file,omitempty"`
+	Line int    `json:"line,omitempty"`
+	// Kind is what the policy did, one of the Policy* constants.
+	Kind   string `json:"kind,omitempty"`
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Kinds of [PolicyFinding].
+const (
+	// PolicyDestination: the crawler may not go to this site (allow_sites,
+	// deny_sites); refused before any robots.txt fetch.
+	PolicyDestination = "destination"
+	// PolicyException: a site's exception allowed what robots.txt
+	// disallowed.
+	PolicyException = "exception"
+	// PolicyRule: a rule of the policy refused the path.
+	PolicyRule = "rule"
+	// PolicyMinDelay and PolicyMaxConcurrency: the crawler's own pace
+	// bound refused or held the request.
+	PolicyMinDelay       = "min-delay"
+	PolicyMaxConcurrency = "max-concurrency"
+)
 
 // cutRecord is a record as written when some of its fields had to be cut
 // to their bounds. Cut, apart from Record, costs the records that need no
@@ -144,11 +183,11 @@ const (
 	flushAt = 64 << 10
 	// DefaultMaxRecord bounds a record's line: below the 16 KiB past
 	// which Docker's json-file log driver splits a line. The bounds of
-	// the fields, which README.md lists, add up to less than 14 KiB.
+	// the fields, which README.md lists, add up to less than 15.5 KiB.
 	DefaultMaxRecord = 16 << 10
 	// MinMaxRecord is the least MaxRecord taken: the short form of any
 	// record fits in it.
-	MinMaxRecord = 4 << 10
+	MinMaxRecord = 5 << 10
 )
 
 // ErrDropped is returned by Write for a record that did not fit in the
@@ -467,14 +506,20 @@ const (
 	targetBound = 2048 // url, reading: a request target may take 8 KiB
 	reasonBound = 1024 // reason, error, hold_error: a few words around a rule, a reading or an origin's answer
 	nameBound   = 512  // user_agent, rule, origin, tunnel, robots_txt, hold_origin, pace_group (an origin when its lookup failed)
-	stepsBound  = 256  // reading_steps
-	tokenBound  = 128  // client, token, ua_token, credential, group
-	// method, and the proxy's own words (verdict, mode, ...): bounded so
-	// that the bounds, added up, bound the record.
+	// policy.reason: the operator's words, written once per policy entry;
+	// bounded lower than robots.txt's, which the origin writes, to keep
+	// the record's bound.
+	policyReasonBound = 512
+	stepsBound        = 256 // reading_steps, policy.file, policy.rule (the operator's path and line)
+	tokenBound        = 128 // client, token, ua_token, credential, group
+	// method, purposes, and the proxy's own words (verdict, mode, ...):
+	// bounded so that the bounds, added up, bound the record.
 	wordBound = 64
 	// maxGroupLines bounds group_lines: a robots.txt may repeat its
 	// user-agent line thousands of times.
 	maxGroupLines = 32
+	// maxPurposes bounds purposes: the union of the crawler's entries.
+	maxPurposes = 8
 	// shortText bounds every text field of a record's short form; a
 	// marker takes at most 60 bytes.
 	shortText = 64
@@ -488,7 +533,7 @@ type text struct {
 }
 
 // texts are r's text fields with their bounds, in the JSON's order.
-func (r *Record) texts() [26]text {
+func (r *Record) texts() [31]text {
 	return [...]text{
 		{"client", &r.Client, tokenBound},
 		{"method", &r.Method, wordBound},
@@ -514,6 +559,11 @@ func (r *Record) texts() [26]text {
 		{"hold_error", &r.HoldError, reasonBound},
 		{"hold_origin", &r.HoldOrigin, nameBound},
 		{"pace_group", &r.PaceGroup, nameBound},
+		{"policy.file", &r.Policy.File, stepsBound},
+		{"policy.kind", &r.Policy.Kind, wordBound},
+		{"policy.rule", &r.Policy.Rule, stepsBound},
+		{"policy.reason", &r.Policy.Reason, policyReasonBound},
+		{"policy_version", &r.PolicyVersion, wordBound},
 		{"mode", &r.Mode, wordBound},
 		{"error", &r.Error, reasonBound},
 	}
@@ -533,8 +583,11 @@ func (r *Record) withinBounds() bool {
 		(r.UAToken == nil || fits(*r.UAToken, tokenBound)) &&
 		fits(r.Origin, nameBound) && fits(r.Tunnel, nameBound) && fits(r.RobotsCache, wordBound) &&
 		fits(r.CrawlDelaySource, wordBound) && fits(r.Pace, wordBound) && fits(r.HoldCause, wordBound) &&
-		fits(r.HoldError, reasonBound) && fits(r.HoldOrigin, nameBound) && fits(r.PaceGroup, nameBound) && fits(r.Mode, wordBound) &&
-		fits(r.Error, reasonBound)
+		fits(r.HoldError, reasonBound) && fits(r.HoldOrigin, nameBound) && fits(r.PaceGroup, nameBound) &&
+		fits(r.Policy.File, stepsBound) && fits(r.Policy.Kind, wordBound) && fits(r.Policy.Rule, stepsBound) &&
+		fits(r.Policy.Reason, policyReasonBound) && fits(r.PolicyVersion, wordBound) &&
+		len(r.Purposes) <= maxPurposes && allFit(r.Purposes, wordBound) &&
+		fits(r.Mode, wordBound) && fits(r.Error, reasonBound)
 }
 
 // bounded returns a copy of r with each text field cut to its bound, or
@@ -557,7 +610,29 @@ func (r *Record) bounded(limit int, e *encoder) *cutRecord {
 		c.GroupLines = c.GroupLines[:maxGroupLines:maxGroupLines]
 		out.Cut = append(out.Cut, "group_lines")
 	}
+	if bound := min(wordBound, limit); len(c.Purposes) > maxPurposes || !allFit(c.Purposes, bound) {
+		// A new slice: the caller's is left as it is.
+		purposes := make([]string, min(len(c.Purposes), maxPurposes))
+		for i := range purposes {
+			purposes[i] = c.Purposes[i]
+			if !fits(purposes[i], bound) {
+				purposes[i] = e.cut(purposes[i], bound)
+			}
+		}
+		c.Purposes = purposes
+		out.Cut = append(out.Cut, "purposes")
+	}
 	return out
+}
+
+// allFit reports whether every one of values fits in bound.
+func allFit(values []string, bound int) bool {
+	for _, v := range values {
+		if !fits(v, bound) {
+			return false
+		}
+	}
+	return true
 }
 
 // encoder encodes records into lines; a Writer keeps a pool of them.

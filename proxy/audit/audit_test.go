@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"robotsgate/robots"
 	"slices"
 	"strings"
@@ -673,6 +674,83 @@ func TestOpenStdout(t *testing.T) {
 			if !strings.HasPrefix(string(data), `{"time"`) || !strings.Contains(string(data), `"url":"to-stdout"`) ||
 				!strings.HasSuffix(string(data), "}\nstill open\n") {
 				t.Errorf("standard output got %q", data)
+			}
+		})
+	}
+}
+
+// TestPolicyFields pins the fields the operator's policy sets: their JSON
+// names and values, that a record reads back as it was written, and that
+// none is written when the policy changed nothing and none is loaded.
+func TestPolicyFields(t *testing.T) {
+	base := func() *Record {
+		return &Record{
+			Time: time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC), Client: "127.0.0.1:5555", Method: "GET",
+			Decision: robots.Decision{URL: "https://shop.example/checkout/", Token: "acme", Verdict: "disallow", Reason: "policy"},
+			Origin:   "https://shop.example", Mode: "enforce", Status: 403,
+		}
+	}
+	for _, c := range []struct {
+		name string
+		set  func(r *Record)
+		want map[string]any // the policy fields as written; absent ones absent
+	}{
+		{"no policy loaded", func(*Record) {}, map[string]any{}},
+		{"loaded, changed nothing", func(r *Record) { r.PolicyVersion = "0123456789ab" },
+			map[string]any{"policy_version": "0123456789ab"}},
+		{"a rule refused", func(r *Record) {
+			r.Policy = PolicyFinding{File: "/etc/robotsgate/policy.yaml", Line: 12, Kind: PolicyRule, Rule: "Disallow: /checkout/", Reason: "asked by mail, 2026-10-01"}
+			r.PolicyVersion, r.Purposes = "0123456789ab", []string{"search", "ai-train"}
+		}, map[string]any{
+			"policy":         map[string]any{"file": "/etc/robotsgate/policy.yaml", "line": 12.0, "kind": "rule", "rule": "Disallow: /checkout/", "reason": "asked by mail, 2026-10-01"},
+			"policy_version": "0123456789ab", "purposes": []any{"search", "ai-train"},
+		}},
+		{"a destination, no reason", func(r *Record) {
+			r.Policy = PolicyFinding{File: "policy.yaml", Line: 5, Kind: PolicyDestination, Rule: "deny_sites: admin.acme.example"}
+			r.PolicyVersion = "ffffffffffff"
+		}, map[string]any{
+			"policy":         map[string]any{"file": "policy.yaml", "line": 5.0, "kind": "destination", "rule": "deny_sites: admin.acme.example"},
+			"policy_version": "ffffffffffff",
+		}},
+		{"an exception allowed, <&> as they are", func(r *Record) {
+			r.Verdict, r.Status, r.Forwarded = "allow", 200, true
+			r.Policy = PolicyFinding{File: "policy.yaml", Line: 30, Kind: PolicyException, Rule: "/reports/", Reason: "permission from <ops@example.org> & legal"}
+			r.PolicyVersion, r.Purposes = "0123456789ab", []string{"archive"}
+		}, map[string]any{
+			"policy":         map[string]any{"file": "policy.yaml", "line": 30.0, "kind": "exception", "rule": "/reports/", "reason": "permission from <ops@example.org> & legal"},
+			"policy_version": "0123456789ab", "purposes": []any{"archive"},
+		}},
+		{"the crawler's pace bound, purposes empty", func(r *Record) {
+			r.Verdict, r.Status, r.Pace = "allow", 429, "busy"
+			r.Policy = PolicyFinding{File: "policy.yaml", Line: 9, Kind: PolicyMaxConcurrency, Rule: "max_concurrency: 2"}
+			r.PolicyVersion, r.Purposes = "0123456789ab", []string{}
+		}, map[string]any{
+			"policy":         map[string]any{"file": "policy.yaml", "line": 9.0, "kind": "max-concurrency", "rule": "max_concurrency: 2"},
+			"policy_version": "0123456789ab",
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := base()
+			c.set(rec)
+			line := writeOne(t, rec, Options{})
+			got := decodeLines(t, string(line))[0]
+			for _, k := range []string{"policy", "policy_version", "purposes"} {
+				if v, ok := got[k]; !reflect.DeepEqual(v, c.want[k]) || ok != (c.want[k] != nil) {
+					t.Errorf("%s = %#v (present: %v), want %#v", k, v, ok, c.want[k])
+				}
+			}
+			if bytes.Contains(line, []byte(`\u003c`)) {
+				t.Errorf("< escaped: %s", line)
+			}
+			var back Record
+			if err := json.Unmarshal(line, &back); err != nil {
+				t.Fatal(err)
+			}
+			if len(rec.Purposes) == 0 {
+				rec.Purposes = nil // an empty list is not written
+			}
+			if !reflect.DeepEqual(&back, rec) {
+				t.Errorf("read back\n%+v\nwant\n%+v", back, *rec)
 			}
 		})
 	}

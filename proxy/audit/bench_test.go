@@ -16,12 +16,19 @@ import (
 // never blocking, keep the flush loop waiting for a preemption (10 ms):
 // the bound on pending records is raised so that no record is dropped
 // for that (dropped/op says if one was).
+//
+// policy is the same record with the operator's policy's fields set, as
+// every record is while a policy is loaded.
 func BenchmarkWrite(b *testing.B) {
-	rec := fullRecord()
+	withPolicy := fullRecord()
+	withPolicy.Policy = PolicyFinding{File: "/etc/robotsgate/policy.yaml", Line: 12, Kind: PolicyRule, Rule: "Disallow: /private/", Reason: "asked by mail, 2026-10-01"}
+	withPolicy.PolicyVersion, withPolicy.Purposes = "0123456789ab", []string{"search", "ai-train"}
 	for _, bc := range []struct {
 		name        string
+		rec         *Record
 		parallelism int
-	}{{"serial", 0}, {"parallel-32", 16}} {
+	}{{"serial", fullRecord(), 0}, {"parallel-32", fullRecord(), 16}, {"policy", withPolicy, 0}} {
+		rec := bc.rec
 		b.Run(bc.name, func(b *testing.B) {
 			w := NewWriter(io.Discard, nil, Options{MaxPending: 512 << 20})
 			defer w.Close()

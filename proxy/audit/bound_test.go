@@ -26,16 +26,21 @@ var fieldBounds = map[string]int{
 	"ua_token": 128, "origin": 512, "tunnel": 512, "robots_cache": 64,
 	"crawl_delay_source": 64, "pace": 64, "mode": 64, "error": 1024,
 	"hold_cause": 64, "hold_error": 1024, "hold_origin": 512, "pace_group": 512,
+	"policy.file": 256, "policy.kind": 64, "policy.rule": 256, "policy.reason": 512, "policy_version": 64,
 }
 
 // markerRE matches a cut value's marker, capturing the length and hash.
 var markerRE = regexp.MustCompile(`…\[cut: (\d+) bytes, sha256:([0-9a-f]{16})\]$`)
 
 // textField returns the text field of rec whose JSON name is name, made
-// settable (ua_token's pointer is set first).
+// settable (ua_token's pointer is set first); "policy.rule" names a
+// member of policy.
 func textField(t *testing.T, rec *Record, name string) reflect.Value {
 	t.Helper()
 	v := reflect.ValueOf(rec).Elem()
+	if member, ok := strings.CutPrefix(name, "policy."); ok {
+		v, name = v.FieldByName("Policy"), member
+	}
 	for _, f := range reflect.VisibleFields(v.Type()) {
 		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != name || f.Anonymous {
 			continue
@@ -73,12 +78,23 @@ func writeOne(t *testing.T, rec *Record, opts Options) []byte {
 	return line
 }
 
-// rawFields are the JSON values of a line, as written.
+// rawFields are the JSON values of a line, as written; policy's members
+// are named "policy.file", ..., in place of policy.
 func rawFields(t *testing.T, line []byte) map[string]json.RawMessage {
 	t.Helper()
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(line, &m); err != nil {
 		t.Fatal(err)
+	}
+	if raw, ok := m["policy"]; ok {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &members); err != nil {
+			t.Fatalf("policy: %v", err)
+		}
+		delete(m, "policy")
+		for k, v := range members {
+			m["policy."+k] = v
+		}
 	}
 	return m
 }
@@ -100,16 +116,20 @@ func TestEveryTextFieldIsBounded(t *testing.T) {
 			t.Errorf("%s is bounded to %d bytes, the table says %d", tx.name, tx.bound, fieldBounds[tx.name])
 		}
 	}
-	for _, f := range reflect.VisibleFields(reflect.TypeFor[Record]()) {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		typ := f.Type
-		if typ.Kind() == reflect.Pointer {
-			typ = typ.Elem()
-		}
-		if typ.Kind() == reflect.String && !named[name] {
-			t.Errorf("text field %q has no bound", name)
+	check := func(prefix string, typ reflect.Type) {
+		for _, f := range reflect.VisibleFields(typ) {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			typ := f.Type
+			if typ.Kind() == reflect.Pointer {
+				typ = typ.Elem()
+			}
+			if typ.Kind() == reflect.String && !named[prefix+name] {
+				t.Errorf("text field %q has no bound", prefix+name)
+			}
 		}
 	}
+	check("", reflect.TypeFor[Record]())
+	check("policy.", reflect.TypeFor[PolicyFinding]())
 	if len(named) != len(fieldBounds) {
 		t.Errorf("%d fields bounded, the table has %d", len(named), len(fieldBounds))
 	}
@@ -288,6 +308,58 @@ func TestGroupLinesBounded(t *testing.T) {
 	}
 }
 
+// checkPurposes checks that purposes, as written, are maxPurposes values
+// each cut within bound bytes of the line.
+func checkPurposes(t *testing.T, raw json.RawMessage, bound int) {
+	t.Helper()
+	var values []json.RawMessage
+	if err := json.Unmarshal(raw, &values); err != nil || len(values) != maxPurposes {
+		t.Fatalf("purposes = %s, want %d values", raw, maxPurposes)
+	}
+	for _, v := range values {
+		var s string
+		json.Unmarshal(v, &s)
+		if len(v)-2 > bound || !markerRE.MatchString(s) {
+			t.Errorf("a purpose takes %d bytes (%.40s...), want it cut within %d", len(v)-2, v, bound)
+		}
+	}
+}
+
+// TestPurposesBounded: purposes keeps its first maxPurposes values, each
+// within its bound, cut names it, and the caller's slice is left as it is.
+func TestPurposesBounded(t *testing.T) {
+	long := strings.Repeat("p", wordBound+1)
+	for _, c := range []struct {
+		name     string
+		purposes []string
+		want     []string // whole values, or the start of one cut
+		cut      bool
+	}{
+		{"within", []string{"archive", "search", strings.Repeat("x", wordBound)}, []string{"archive", "search", strings.Repeat("x", wordBound)}, false},
+		{"too many", []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}, []string{"a", "b", "c", "d", "e", "f", "g", "h"}, false},
+		{"too long", []string{"archive", long}, []string{"archive", long[:wordBound-len(cutMarker(long))] + cutMarker(long)}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := fullRecord()
+			rec.Purposes = slices.Clone(c.purposes)
+			var got struct {
+				Purposes []string `json:"purposes"`
+				Cut      []string `json:"cut"`
+			}
+			json.Unmarshal(writeOne(t, rec, Options{}), &got)
+			if !slices.Equal(got.Purposes, c.want) {
+				t.Errorf("purposes = %q, want %q", got.Purposes, c.want)
+			}
+			if wantCut := c.cut || len(c.purposes) > maxPurposes; !slices.Equal(got.Cut, []string{"purposes"}) != !wantCut {
+				t.Errorf("cut = %q, want purposes named: %v", got.Cut, wantCut)
+			}
+			if !slices.Equal(rec.Purposes, c.purposes) {
+				t.Errorf("Write changed the record's purposes to %q", rec.Purposes)
+			}
+		})
+	}
+}
+
 // worstRecord has every field as long as it can be in the line: text that
 // JSON escapes six-fold, numbers of the most digits, thousands of group
 // lines, a cut list a caller made up.
@@ -303,6 +375,10 @@ func worstRecord() *Record {
 		HoldStatus: math.MinInt, BackoffStep: math.MinInt,
 		DeniedDestination: true, Forwarded: true, Status: math.MinInt, Upstream: math.MinInt,
 		Bytes: math.MinInt64, Duration: -math.SmallestNonzeroFloat64,
+		Policy: PolicyFinding{Line: math.MinInt},
+	}
+	for range 1000 {
+		rec.Purposes = append(rec.Purposes, huge)
 	}
 	rec.HoldAt, rec.HoldUntil = rec.Time, rec.Time
 	for i := range 10000 {
@@ -323,9 +399,9 @@ func worstRecord() *Record {
 func TestRecordCap(t *testing.T) {
 	rec := worstRecord()
 	line := writeOne(t, rec, Options{})
-	// proxy/audit/README.md says: under 14 KiB.
-	if len(line) >= 14<<10 || len(line) > DefaultMaxRecord {
-		t.Fatalf("the worst record takes %d bytes, want less than 14 KiB and DefaultMaxRecord (%d)", len(line), DefaultMaxRecord)
+	// proxy/audit/README.md says: under 15.5 KiB.
+	if len(line) >= 31<<9 || len(line) > DefaultMaxRecord {
+		t.Fatalf("the worst record takes %d bytes, want less than 15.5 KiB and DefaultMaxRecord (%d)", len(line), DefaultMaxRecord)
 	}
 	raw := rawFields(t, line)
 	for name, bound := range fieldBounds {
@@ -335,9 +411,10 @@ func TestRecordCap(t *testing.T) {
 	}
 	var cut []string
 	json.Unmarshal(raw["cut"], &cut)
-	if len(cut) != len(fieldBounds)+1 || !slices.Contains(cut, "group_lines") {
-		t.Errorf("cut = %q, want every text field and group_lines", cut)
+	if len(cut) != len(fieldBounds)+2 || !slices.Contains(cut, "group_lines") || !slices.Contains(cut, "purposes") {
+		t.Errorf("cut = %q, want every text field, group_lines and purposes", cut)
 	}
+	checkPurposes(t, raw["purposes"], wordBound)
 	t.Logf("the worst record takes %d bytes of %d", len(line), DefaultMaxRecord)
 	if !reflect.DeepEqual(rec, worstRecord()) {
 		t.Error("Write changed the record it was given")
@@ -369,6 +446,7 @@ func TestRecordCap(t *testing.T) {
 			if !got.Forwarded || !got.DeniedDestination || got.Status != math.MinInt || len(got.GroupLines) != maxGroupLines {
 				t.Errorf("short form's decision: %+v", got)
 			}
+			checkPurposes(t, raw["purposes"], shortText)
 		})
 	}
 

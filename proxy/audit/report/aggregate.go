@@ -42,6 +42,17 @@ const (
 	// counted together, as one "others" row.
 	maxCrawlers = 10_000
 	maxOrigins  = 200_000
+	// maxExceptions bounds the policy's exceptions listed: a policy has
+	// a few, but a log from elsewhere may name any number.
+	maxExceptions = 1000
+	// maxPolicyVersions bounds the policy versions listed: one per
+	// reload.
+	maxPolicyVersions = 100
+	// maxPurposes bounds a crawler's purposes kept.
+	maxPurposes = 16
+	// Bounds, in bytes, of the policy's texts a report keeps, as the
+	// audit log bounds them.
+	policyFileBound, policyRuleBound, policyReasonBound, wordBound = 256, 256, 512, 64
 )
 
 // Names of the rows that count together what is past the bounds.
@@ -78,10 +89,19 @@ type record struct {
 	BackoffStep       int       `json:"backoff_step"`
 	PaceGroup         string    `json:"pace_group"`
 	DeniedDestination bool      `json:"denied_destination"`
-	Mode              string    `json:"mode"`
-	Forwarded         bool      `json:"forwarded"`
-	Upstream          int       `json:"upstream_status"`
-	Bytes             int64     `json:"bytes"`
+	Policy            struct {
+		File   string `json:"file"`
+		Line   int    `json:"line"`
+		Kind   string `json:"kind"`
+		Rule   string `json:"rule"`
+		Reason string `json:"reason"`
+	} `json:"policy"`
+	PolicyVersion string   `json:"policy_version"`
+	Purposes      []string `json:"purposes"`
+	Mode          string   `json:"mode"`
+	Forwarded     bool     `json:"forwarded"`
+	Upstream      int      `json:"upstream_status"`
+	Bytes         int64    `json:"bytes"`
 }
 
 var errNotRecord = errors.New("not an audit record: no time or verdict")
@@ -103,16 +123,32 @@ type kind struct {
 	allowed, refused, wouldBeRefused, denied, errored bool
 	delayed, tooEarly, wouldBeTooEarly                bool
 	held                                              bool // met an origin's hold
+	// What the operator's policy did: refused (counted in refused or
+	// wouldBeRefused too), allowed by an exception (in allowed too),
+	// paced (in delayed, tooEarly or wouldBeTooEarly too).
+	byPolicy, byException, pacedByPolicy bool
 }
+
+// Kinds of a record's policy field (audit.PolicyFinding).
+const (
+	policyDestination    = "destination"
+	policyException      = "exception"
+	policyRule           = "rule"
+	policyMinDelay       = "min-delay"
+	policyMaxConcurrency = "max-concurrency"
+)
 
 func classify(r *record) kind {
 	var k kind
 	switch r.Verdict {
 	case "allow":
 		k.allowed = true
+		k.byException = r.Policy.Kind == policyException
 	case "disallow":
+		// The policy's refusal is one, whatever else the record says.
+		k.byPolicy = r.Policy.Kind == policyDestination || r.Policy.Kind == policyRule
 		switch {
-		case r.DeniedDestination:
+		case r.DeniedDestination && !k.byPolicy:
 			k.denied = true
 		case r.Forwarded || r.Mode == "audit":
 			// In audit mode robots.txt refuses nothing, even when
@@ -135,6 +171,8 @@ func classify(r *record) kind {
 		}
 	}
 	k.held = r.HoldCause != "" || r.Pace == "held" || r.Pace == "backoff"
+	k.pacedByPolicy = (r.Policy.Kind == policyMinDelay || r.Policy.Kind == policyMaxConcurrency) &&
+		(k.delayed || k.tooEarly || k.wouldBeTooEarly)
 	return k
 }
 
@@ -150,6 +188,10 @@ func (c *Counts) add(r *record, k kind) {
 	count(&c.TooEarly, k.tooEarly)
 	count(&c.WouldBeTooEarly, k.wouldBeTooEarly)
 	count(&c.Held, k.held)
+	count(&c.RefusedByPolicy, k.byPolicy && k.refused)
+	count(&c.WouldBeRefusedByPolicy, k.byPolicy && k.wouldBeRefused)
+	count(&c.AllowedByException, k.byException)
+	count(&c.PacedByPolicy, k.pacedByPolicy)
 	if c.FirstSeen.IsZero() || r.Time.Before(c.FirstSeen) {
 		c.FirstSeen = r.Time
 	}
@@ -168,6 +210,10 @@ func (c *Counts) merge(o *Counts) {
 	c.TooEarly += o.TooEarly
 	c.WouldBeTooEarly += o.WouldBeTooEarly
 	c.Held += o.Held
+	c.RefusedByPolicy += o.RefusedByPolicy
+	c.WouldBeRefusedByPolicy += o.WouldBeRefusedByPolicy
+	c.AllowedByException += o.AllowedByException
+	c.PacedByPolicy += o.PacedByPolicy
 	c.DeniedDestination += o.DeniedDestination
 	c.Errors += o.Errors
 	c.Bytes += o.Bytes
@@ -209,6 +255,7 @@ type crawlerStats struct {
 	tokens        *sketch[string] // under a credential
 	mismatches    int64
 	claimedTokens *sketch[string]
+	purposes      []string
 }
 
 type originStats struct {
@@ -232,8 +279,20 @@ type originStats struct {
 }
 
 type ruleKey struct {
-	origin, group, rule string
-	line                int
+	origin, policy, group, rule string
+	line                        int
+}
+
+// exceptionKey is an exception of the policy: its place and pattern.
+type exceptionKey struct {
+	file, rule string
+	line       int
+}
+
+type exceptionStats struct {
+	use      ExceptionUse // but its origins and crawlers
+	origins  *sketch[string]
+	crawlers *sketch[int] // crawlerStats.id
 }
 
 type pairKey struct{ crawler, origin int }
@@ -251,6 +310,11 @@ type aggregate struct {
 
 	records, filteredOut, malformed int64
 	problems                        []LineNote
+
+	exceptions        map[exceptionKey]*exceptionStats
+	exceptionsOmitted int64
+	versions          map[string]*PolicyVersion
+	versionsOmitted   int64
 
 	texts texts // the hold incidents' texts
 }
@@ -285,13 +349,15 @@ func (t *texts) keep(s string, bound int) string {
 
 func newAggregate(f Filter) *aggregate {
 	return &aggregate{
-		filter:   newMatcher(f),
-		crawlers: make(map[crawlerKey]*crawlerStats),
-		origins:  make(map[string]*originStats),
-		pairs:    make(map[pairKey]struct{}),
-		rules:    newSketch[ruleKey](sketchCapacity),
-		paths:    newSketch[string](sketchCapacity),
-		timeline: newTimeline(),
+		filter:     newMatcher(f),
+		crawlers:   make(map[crawlerKey]*crawlerStats),
+		origins:    make(map[string]*originStats),
+		pairs:      make(map[pairKey]struct{}),
+		rules:      newSketch[ruleKey](sketchCapacity),
+		exceptions: make(map[exceptionKey]*exceptionStats),
+		versions:   make(map[string]*PolicyVersion),
+		paths:      newSketch[string](sketchCapacity),
+		timeline:   newTimeline(),
 	}
 }
 
@@ -325,6 +391,11 @@ func (a *aggregate) add(r *record) {
 			c.claimedTokens.add(*r.UAToken)
 		}
 	}
+	c.notePurposes(r.Purposes)
+	a.noteVersion(r)
+	if k.byException {
+		a.noteException(r, c)
+	}
 
 	if r.Origin == "" { // a request refused before its origin was known
 		return
@@ -339,13 +410,72 @@ func (a *aggregate) add(r *record) {
 		o.crawlers++
 	}
 	if k.refused || k.wouldBeRefused {
-		rule := r.Rule
-		if rule == "" {
-			rule = r.Reason
-		}
-		a.rules.add(ruleKey{origin: r.Origin, group: r.Group, rule: rule, line: r.RuleLine})
+		a.rules.add(refusedBy(r, k))
 		a.paths.add(r.URL)
 	}
+}
+
+// refusedBy is the rule that refused r: the policy's, or robots.txt's
+// (its reason when no rule decided).
+func refusedBy(r *record, k kind) ruleKey {
+	if k.byPolicy {
+		rule := cmp.Or(r.Policy.Rule, r.Policy.Kind)
+		return ruleKey{origin: r.Origin, policy: cutText(cmp.Or(r.Policy.File, "?"), policyFileBound),
+			rule: cutText(rule, policyRuleBound), line: r.Policy.Line}
+	}
+	return ruleKey{origin: r.Origin, group: r.Group, rule: cmp.Or(r.Rule, r.Reason), line: r.RuleLine}
+}
+
+// notePurposes keeps the purposes not seen before, up to maxPurposes.
+func (c *crawlerStats) notePurposes(purposes []string) {
+	for _, p := range purposes {
+		if len(c.purposes) == maxPurposes {
+			return
+		}
+		if p = cutText(p, wordBound); !slices.Contains(c.purposes, p) {
+			c.purposes = append(c.purposes, p)
+		}
+	}
+}
+
+// noteVersion counts r under its policy version.
+func (a *aggregate) noteVersion(r *record) {
+	version := cutText(r.PolicyVersion, wordBound)
+	v, ok := a.versions[version]
+	if !ok {
+		if len(a.versions) == maxPolicyVersions {
+			a.versionsOmitted++
+			return
+		}
+		v = &PolicyVersion{Version: version, From: r.Time, To: r.Time}
+		a.versions[version] = v
+	}
+	v.Requests++
+	v.From, v.To = minTime(v.From, r.Time), maxTime(v.To, r.Time)
+}
+
+// noteException counts r under the exception that allowed it.
+func (a *aggregate) noteException(r *record, c *crawlerStats) {
+	key := exceptionKey{file: cutText(r.Policy.File, policyFileBound), rule: cutText(r.Policy.Rule, policyRuleBound), line: r.Policy.Line}
+	e, ok := a.exceptions[key]
+	if !ok {
+		if len(a.exceptions) == maxExceptions {
+			a.exceptionsOmitted++
+			return
+		}
+		e = &exceptionStats{
+			use:     ExceptionUse{File: key.file, Line: key.line, Rule: key.rule, From: r.Time, To: r.Time},
+			origins: newSketch[string](crawlerValues), crawlers: newSketch[int](crawlerValues),
+		}
+		a.exceptions[key] = e
+	}
+	e.use.Requests++
+	e.use.From, e.use.To = minTime(e.use.From, r.Time), maxTime(e.use.To, r.Time)
+	if r.Policy.Reason != "" && r.Time.Equal(e.use.To) {
+		e.use.Reason = cutText(r.Policy.Reason, policyReasonBound)
+	}
+	e.origins.add(cutText(r.Origin, nameBound))
+	e.crawlers.add(c.id)
 }
 
 func (a *aggregate) crawler(r *record) *crawlerStats {
@@ -372,6 +502,17 @@ func (a *aggregate) crawler(r *record) *crawlerStats {
 	}
 	a.crawlers[key] = c
 	return c
+}
+
+// by says how a crawler is named: "credential", "token" or "others".
+func (c *crawlerStats) by() string {
+	switch {
+	case c.key.byCredential:
+		return "credential"
+	case c.key.others:
+		return "others"
+	}
+	return "token"
 }
 
 func (a *aggregate) origin(name string) *originStats {
@@ -561,11 +702,9 @@ func (a *aggregate) report(top int) *Report {
 			Name: c.name, By: "token", Counts: c.counts, Origins: c.origins,
 			UserAgents: seen(c.userAgents), UAMismatches: c.mismatches, ClaimedTokens: seen(c.claimedTokens),
 		}
-		switch {
-		case c.key.byCredential:
-			out.By, out.Tokens = "credential", seen(c.tokens)
-		case c.key.others:
-			out.By, out.Tokens = "others", seen(c.tokens)
+		out.By, out.Purposes = c.by(), slices.Clone(c.purposes)
+		if c.tokens != nil {
+			out.Tokens = seen(c.tokens)
 		}
 		out.Counts.finish()
 		rep.Crawlers = append(rep.Crawlers, out)
@@ -603,10 +742,11 @@ func (a *aggregate) report(top int) *Report {
 	})
 	for _, e := range a.rules.top(top, compareRules) {
 		rep.TopRules = append(rep.TopRules, RuleCount{
-			Origin: e.key.origin, Group: e.key.group, Rule: e.key.rule, Line: e.key.line,
+			Origin: e.key.origin, Policy: e.key.policy, Group: e.key.group, Rule: e.key.rule, Line: e.key.line,
 			Refused: e.count, Overcount: e.overcount,
 		})
 	}
+	a.policyReport(rep)
 	for _, e := range a.paths.top(top, strings.Compare) {
 		rep.TopPaths = append(rep.TopPaths, PathCount{URL: e.key, Refused: e.count, Overcount: e.overcount})
 	}
@@ -615,8 +755,44 @@ func (a *aggregate) report(top int) *Report {
 }
 
 func compareRules(x, y ruleKey) int {
-	return cmp.Or(strings.Compare(x.origin, y.origin), strings.Compare(x.group, y.group),
+	return cmp.Or(strings.Compare(x.origin, y.origin), strings.Compare(x.policy, y.policy), strings.Compare(x.group, y.group),
 		cmp.Compare(x.line, y.line), strings.Compare(x.rule, y.rule))
+}
+
+// policyReport lists the exceptions used, by file and line, and the
+// policy versions, by their first record.
+func (a *aggregate) policyReport(rep *Report) {
+	rep.Exceptions, rep.ExceptionsOmitted = []ExceptionUse{}, a.exceptionsOmitted
+	byID := make(map[int]*crawlerStats, len(a.crawlers))
+	if len(a.exceptions) > 0 {
+		for _, c := range a.crawlers {
+			byID[c.id] = c
+		}
+	}
+	for _, e := range a.exceptions {
+		use := e.use
+		use.Origins, use.Crawlers = seen(e.origins), []CrawlerSeen{}
+		for _, s := range e.crawlers.top(crawlerValuesShown, cmp.Compare) {
+			c := byID[s.key]
+			use.Crawlers = append(use.Crawlers, CrawlerSeen{Name: c.name, By: c.by(), Count: s.count, Overcount: s.overcount})
+		}
+		rep.Exceptions = append(rep.Exceptions, use)
+	}
+	slices.SortFunc(rep.Exceptions, func(x, y ExceptionUse) int {
+		return cmp.Or(strings.Compare(x.File, y.File), cmp.Compare(x.Line, y.Line), strings.Compare(x.Rule, y.Rule))
+	})
+
+	rep.PolicyVersions, rep.PolicyVersionsOmitted = []PolicyVersion{}, a.versionsOmitted
+	none, only := a.versions[""], len(a.versions) == 1
+	if none != nil && only && a.versionsOmitted == 0 {
+		return // no policy in the log
+	}
+	for _, v := range a.versions {
+		rep.PolicyVersions = append(rep.PolicyVersions, *v)
+	}
+	slices.SortFunc(rep.PolicyVersions, func(x, y PolicyVersion) int {
+		return cmp.Or(x.From.Compare(y.From), strings.Compare(x.Version, y.Version))
+	})
 }
 
 // seen lists a crawler's most common values.

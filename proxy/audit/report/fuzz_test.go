@@ -30,6 +30,11 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"time":"2026-11-25T10:00:00Z","verdict":"allow","origin":"x","pace":"held","hold_cause":"retry-after","hold_status":503,"hold_until":"2026-11-25T10:00:03Z","forwarded":false}` + "\n" +
 		`{"time":"2026-11-25T10:00:01Z","verdict":"allow","origin":"x","pace":"waited","hold_cause":"backoff","hold_error":"connection refused","backoff_step":2,"forwarded":true,"upstream_status":500}` + "\n" +
 		`{"time":"2026-11-25T10:00:02Z","verdict":"allow","origin":"x","pace":"gone","hold_cause":"retry-after","hold_status":503,"hold_origin":"y","hold_at":"2026-11-25T10:00:00Z","forwarded":false}`))
+	f.Add([]byte(`{"time":"2026-11-25T10:00:00Z","verdict":"disallow","origin":"x","policy":{"file":"p.yaml","line":3,"kind":"rule","rule":"Disallow: /a"},"policy_version":"v1","purposes":["search","search"]}` + "\n" +
+		`{"time":"2026-11-25T10:00:01Z","verdict":"disallow","denied_destination":true,"forwarded":true,"policy":{"kind":"destination"},"policy_version":"v1"}` + "\n" +
+		`{"time":"2026-11-25T10:00:02Z","verdict":"allow","origin":"y","credential":"c","policy":{"file":"p.yaml","line":9,"kind":"exception","rule":"/r/","reason":"ok"},"policy_version":"v2"}` + "\n" +
+		`{"time":"2026-11-25T10:00:03Z","verdict":"allow","pace":"busy","policy":{"kind":"max-concurrency"}}` + "\n" +
+		`{"time":"2026-11-25T10:00:04Z","verdict":"error","policy":{"kind":"rule"},"policy_version":"v2"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd := NewReader(Options{Top: 5, Now: t0})
 		err := rd.Read(context.Background(), "fuzz", bytes.NewReader(data))
@@ -70,6 +75,48 @@ func FuzzRead(f *testing.F) {
 		}
 		if c := rep.Totals; c.Allowed+c.Refused+c.WouldBeRefused+c.DeniedDestination+c.Errors != c.Requests {
 			t.Fatalf("totals do not add up: %+v", c)
+		}
+		// What the policy did is a part of what is counted: the refusals
+		// of robots.txt and of the policy add up to the refusals.
+		checkPolicyParts := func(what string, c *Counts) {
+			if c.RefusedByPolicy < 0 || c.RefusedByPolicy > c.Refused || c.WouldBeRefusedByPolicy < 0 || c.WouldBeRefusedByPolicy > c.WouldBeRefused ||
+				c.AllowedByException < 0 || c.AllowedByException > c.Allowed || c.PacedByPolicy < 0 || c.PacedByPolicy > c.Delayed+c.TooEarly+c.WouldBeTooEarly {
+				t.Fatalf("%s: the policy's parts exceed their wholes: %+v", what, c)
+			}
+		}
+		checkPolicyParts("totals", &rep.Totals)
+		var byPolicy Counts
+		for i := range rep.Crawlers {
+			c := &rep.Crawlers[i]
+			checkPolicyParts(c.Name, &c.Counts)
+			byPolicy.merge(&c.Counts)
+		}
+		if byPolicy.RefusedByPolicy != rep.Totals.RefusedByPolicy || byPolicy.WouldBeRefusedByPolicy != rep.Totals.WouldBeRefusedByPolicy ||
+			byPolicy.AllowedByException != rep.Totals.AllowedByException || byPolicy.PacedByPolicy != rep.Totals.PacedByPolicy {
+			t.Fatalf("the crawlers' policy counts %+v do not add up to the totals %+v", byPolicy, rep.Totals)
+		}
+		for i := range rep.Origins {
+			checkPolicyParts(rep.Origins[i].Origin, &rep.Origins[i].Counts)
+		}
+		// Every request an exception allowed is in one listed exception,
+		// or counted as omitted; every record in one version, when any
+		// is listed.
+		used := rep.ExceptionsOmitted
+		for _, e := range rep.Exceptions {
+			used += e.Requests
+			if e.From.After(e.To) || len(e.Origins) > crawlerValuesShown || len(e.Crawlers) > crawlerValuesShown {
+				t.Fatalf("exception %+v", e)
+			}
+		}
+		if used != rep.Totals.AllowedByException || len(rep.Exceptions) > maxExceptions {
+			t.Fatalf("%d exceptions used %d times (%d omitted), %d allowed by exception", len(rep.Exceptions), used, rep.ExceptionsOmitted, rep.Totals.AllowedByException)
+		}
+		versions := rep.PolicyVersionsOmitted
+		for _, v := range rep.PolicyVersions {
+			versions += v.Requests
+		}
+		if len(rep.PolicyVersions) > maxPolicyVersions || (len(rep.PolicyVersions) > 0 || rep.PolicyVersionsOmitted > 0) && versions != rep.Records {
+			t.Fatalf("%d versions count %d records of %d", len(rep.PolicyVersions), versions, rep.Records)
 		}
 		if len(rep.Timeline.Buckets) > 2*timelineBars {
 			t.Fatalf("%d buckets of %s", len(rep.Timeline.Buckets), rep.Timeline.Interval)

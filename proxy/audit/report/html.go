@@ -39,7 +39,7 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		"approx":  approx,
 		// The page shows a crawler's whole name (the log keeps at most
 		// 128 bytes of it): it wraps, where a terminal's column is cut.
-		"name":   func(c *Crawler) string { return clean(c.Name, 512) },
+		"name":   func(name string) string { return clean(name, 512) },
 		"dict":   dict,
 		"plural": Plural,
 	}).Parse(pageTemplate)
@@ -292,8 +292,12 @@ func rulesChart(rep *Report) []barRow {
 		if r.Line != 0 {
 			what += " (line " + strconv.Itoa(r.Line) + ")"
 		}
+		whose := "group " + r.Group
+		if r.Policy != "" {
+			whose = "policy " + r.Policy
+		}
 		rows = append(rows, barRow{Rule: r, Value: number(r.Refused) + approx(r.Overcount), Parts: []rect{{W: w, Class: "refused",
-			Title: fmt.Sprintf("%s %s, group %s: %s refused", r.Origin, what, r.Group, Plural(r.Refused, "request", "requests"))}}})
+			Title: fmt.Sprintf("%s %s, %s: %s refused", r.Origin, what, whose, Plural(r.Refused, "request", "requests"))}}})
 	}
 	return rows
 }

@@ -112,7 +112,12 @@ func hostileReport(t *testing.T) *Report {
 		cred := r
 		claimed := v + "claimed"
 		cred.Credential, cred.UAToken, cred.UAMismatch = v+"cred", &claimed, true
-		recs = append(recs, r, cred)
+		// Allowed by an exception of a policy of the same words.
+		exc := allowed(r.Time)
+		exc.Origin, exc.Token = v+"origin", v+"tok"
+		exc.Policy = audit.PolicyFinding{File: v + "polfile", Line: i, Kind: audit.PolicyException, Rule: v + "polrule", Reason: v + "polreason"}
+		exc.PolicyVersion, exc.Purposes = v+"version", []string{v + "purpose"}
+		recs = append(recs, r, cred, exc)
 	}
 	log := append(encode(t, recs...), ansi+scriptTag+"\n"...)
 	rd := NewReader(Options{Now: t0})
@@ -147,7 +152,7 @@ func TestWriteTextIsSafe(t *testing.T) {
 		t.Error("a 10 KB value is shown whole")
 	}
 	// The values are shown, made safe, not dropped.
-	for _, want := range []string{"\uFFFD[31mred", "abc\uFFFDdcba", scriptTag + "ua", scriptTag + "holderr", "\uFFFD[31mred\uFFFD[0m\uFFFD]0;title\uFFFDpacegroup", "tab\uFFFDhere", strings.Repeat("A", 100) + "…"} {
+	for _, want := range []string{"\uFFFD[31mred", "abc\uFFFDdcba", scriptTag + "ua", scriptTag + "holderr", scriptTag + "polreason", imgTag + "purpose", "tab\uFFFDherepolfile:1", "\uFFFD[31mred\uFFFD[0m\uFFFD]0;title\uFFFDpacegroup", "tab\uFFFDhere", strings.Repeat("A", 100) + "…"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the text lacks %q", want)
 		}
@@ -228,7 +233,7 @@ func TestWriteHTMLEscapes(t *testing.T) {
 		}
 	}
 	// Each value is on the page, escaped.
-	for _, field := range []string{"ua", "url", "origin", "rule", "group", "cred", "claimed", "holderr", "pacegroup"} {
+	for _, field := range []string{"ua", "url", "origin", "rule", "group", "cred", "claimed", "holderr", "pacegroup", "polfile", "polrule", "polreason", "version", "purpose"} {
 		for _, v := range []string{scriptTag, imgTag} {
 			escaped := html.EscapeString(v + field)
 			if !strings.Contains(page, escaped) {

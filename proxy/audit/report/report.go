@@ -1,8 +1,10 @@
 // Package report reads robotsgate's audit log and sums it up for an
 // auditor: which crawlers came, how often each tried to fetch what
 // robots.txt forbids, on which origins and rules, when robots.txt failed,
-// when origins held requests back (Retry-After, backoff), and which
-// crawlers named themselves other than they are.
+// when origins held requests back (Retry-After, backoff), which
+// crawlers named themselves other than they are, and what the operator's
+// policy refused or allowed against robots.txt (its exceptions used, its
+// versions in force).
 //
 // A [Reader] streams any number of log files (plain or gzip) in memory
 // bounded by the number of distinct crawlers and origins: the top rules
@@ -40,7 +42,63 @@ type Report struct {
 	// counted most, by rule and by URL.
 	TopRules []RuleCount `json:"top_rules"`
 	TopPaths []PathCount `json:"top_paths"`
-	Timeline Timeline    `json:"timeline"`
+	// Exceptions are every exception of the operator's policy that
+	// allowed a request robots.txt disallowed, by file and line. Past
+	// the first 1,000 they are not listed: ExceptionsOmitted counts the
+	// requests those allowed.
+	Exceptions        []ExceptionUse `json:"exceptions"`
+	ExceptionsOmitted int64          `json:"exceptions_omitted,omitempty"`
+	// PolicyVersions are the versions of the policy file in force, by
+	// their first record; "" stands for records without one (no policy
+	// loaded) and is listed only beside a version. Past the first 100
+	// they are not listed: PolicyVersionsOmitted counts their records.
+	PolicyVersions        []PolicyVersion `json:"policy_versions"`
+	PolicyVersionsOmitted int64           `json:"policy_versions_omitted,omitempty"`
+	Timeline              Timeline        `json:"timeline"`
+}
+
+// PolicySeen reports whether the log shows an operator's policy: a
+// version loaded, or a record the policy decided or shaped.
+func (rep *Report) PolicySeen() bool {
+	c := &rep.Totals
+	return len(rep.PolicyVersions) > 0 || len(rep.Exceptions) > 0 || rep.ExceptionsOmitted > 0 ||
+		c.RefusedByPolicy+c.WouldBeRefusedByPolicy+c.AllowedByException+c.PacedByPolicy > 0
+}
+
+// ExceptionUse is one exception of the policy and the requests it
+// allowed.
+type ExceptionUse struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Rule   string `json:"rule"`             // the exception's allow pattern
+	Reason string `json:"reason,omitempty"` // the latest logged
+	// Requests it allowed, from the first to the last.
+	Requests int64     `json:"requests"`
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	// Origins and Crawlers are those of its requests, most first; at
+	// most 10 are listed, and a count may exceed the truth by its
+	// overcount when more were seen than are kept.
+	Origins  []Seen        `json:"origins"`
+	Crawlers []CrawlerSeen `json:"crawlers"`
+}
+
+// CrawlerSeen is a crawler, named as in Crawlers, and how many records
+// of it were counted.
+type CrawlerSeen struct {
+	Name      string `json:"name"`
+	By        string `json:"by"`
+	Count     int64  `json:"count"`
+	Overcount int64  `json:"overcount,omitempty"`
+}
+
+// PolicyVersion is a version of the policy file and the records that
+// carried it.
+type PolicyVersion struct {
+	Version  string    `json:"version"` // "" for records without a policy
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	Requests int64     `json:"requests"`
 }
 
 // Filter is which records count. Zero fields let every record through.
@@ -90,8 +148,9 @@ type Counts struct {
 	// anyway (audit mode), or would have but for pacing's 429.
 	WouldBeRefused int64 `json:"would_be_refused"`
 	// Compliance is Allowed / (Allowed + Refused + WouldBeRefused): the
-	// share of judged requests robots.txt allowed. Absent when none was
-	// judged.
+	// share of judged requests robots.txt allowed (or an exception of
+	// the policy; a refusal by the policy counts against it). Absent
+	// when none was judged.
 	Compliance *float64 `json:"compliance,omitempty"`
 	// Delayed were held until their Crawl-delay slot, or until the
 	// origin's hold ended (wait mode), or until their client hung up.
@@ -106,6 +165,20 @@ type Counts struct {
 	// failures), whatever pacing then did: each also counts in TooEarly,
 	// Delayed or WouldBeTooEarly.
 	Held int64 `json:"held"`
+	// RefusedByPolicy and WouldBeRefusedByPolicy are the part of Refused
+	// and of WouldBeRefused that the operator's policy refused, not
+	// robots.txt: a site outside the crawler's (policy kind destination)
+	// or a rule of the policy (kind rule). Refused - RefusedByPolicy were
+	// refused by robots.txt.
+	RefusedByPolicy        int64 `json:"refused_by_policy"`
+	WouldBeRefusedByPolicy int64 `json:"would_be_refused_by_policy"`
+	// AllowedByException is the part of Allowed that robots.txt
+	// disallowed and an exception of the policy allowed.
+	AllowedByException int64 `json:"allowed_by_exception"`
+	// PacedByPolicy were held or refused by the crawler's own min_delay or
+	// max_concurrency of the policy; each also counts in Delayed,
+	// TooEarly or WouldBeTooEarly.
+	PacedByPolicy int64 `json:"paced_by_policy"`
 	// DeniedDestination were refused by ROBOTSGATE_DENY_DESTINATIONS, not
 	// by robots.txt; they count in neither Refused nor Compliance.
 	DeniedDestination int64 `json:"denied_destination"`
@@ -137,6 +210,9 @@ type Crawler struct {
 	// ClaimedTokens are the tokens those User-Agents named.
 	UAMismatches  int64  `json:"ua_mismatches"`
 	ClaimedTokens []Seen `json:"claimed_tokens,omitempty"`
+	// Purposes are those the policy declared for it, in the order first
+	// seen (at most 16).
+	Purposes []string `json:"purposes,omitempty"`
 }
 
 // Seen is a value and how many records carried it. A list of them is a
@@ -229,9 +305,14 @@ type HoldIncident struct {
 	BackoffStep int       `json:"backoff_step,omitempty"`
 }
 
-// RuleCount is a rule that refused requests.
+// RuleCount is a rule that refused requests: robots.txt's, or the
+// operator's policy's.
 type RuleCount struct {
 	Origin string `json:"origin"`
+	// Policy is the policy file whose rule or site list refused; Line
+	// is then the policy's line, Group empty, Rule as the policy wrote
+	// it.
+	Policy string `json:"policy,omitempty"`
 	Group  string `json:"group"`
 	// Rule is the pattern as written, or the reason when no rule decided
 	// ("robots.txt 503: complete disallow").

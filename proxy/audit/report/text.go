@@ -39,6 +39,7 @@ func WriteText(w io.Writer, rep *Report) error {
 	tw.crawlers(rep)
 	tw.origins(rep)
 	tw.rules(rep)
+	tw.policy(rep)
 	tw.timeline(rep)
 	if tw.err != nil {
 		return fmt.Errorf("write text report: %w", tw.err)
@@ -134,6 +135,10 @@ func (t *textWriter) summary(rep *Report) {
 		number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly))
 	t.printf("Held:       %s the origin's hold (its Retry-After, or backoff after its failures)\n",
 		Plural(c.Held, "request met", "requests met"))
+	if rep.PolicySeen() {
+		t.printf("Policy:     %s refused by the operator's policy (of the refused), %s would be (audit mode); %s allowed by an exception robots.txt disallowed; %s paced by the crawler's own bound\n",
+			number(c.RefusedByPolicy), number(c.WouldBeRefusedByPolicy), number(c.AllowedByException), number(c.PacedByPolicy))
+	}
 	t.printf("Other:      %s refused by ROBOTSGATE_DENY_DESTINATIONS, %s without a verdict; %s relayed\n",
 		number(c.DeniedDestination), number(c.Errors), bytesWords(c.Bytes))
 	t.printf("Seen:       %s, %s\n", Plural(int64(len(rep.Crawlers)), "crawler", "crawlers"), Plural(int64(len(rep.Origins)), "origin", "origins"))
@@ -157,20 +162,27 @@ func describeFilter(f Filter) string {
 }
 
 // countHeader names the columns every crawler and origin row has,
-// countCells fills them; held adds HELD, which an origin's row has.
-func countHeader(held bool) []string {
-	h := []string{"REQUESTS", "ALLOWED", "REFUSED", "WOULD-BE", "COMPLIANCE", "DELAYED", "429", "WOULD-429"}
+// countCells fills them; held adds HELD, which an origin's row has,
+// policy the refusals of the operator's policy and the exceptions, when
+// the log shows a policy.
+func countHeader(held, policy bool) []string {
+	h := []string{"REQUESTS", "ALLOWED", "REFUSED", "WOULD-BE"}
+	if policy {
+		h = append(h, "BY-POLICY", "WOULD-BY-POLICY", "BY-EXCEPTION")
+	}
+	h = append(h, "COMPLIANCE", "DELAYED", "429", "WOULD-429")
 	if held {
 		h = append(h, "HELD")
 	}
 	return append(h, "BYTES")
 }
 
-func countCells(c *Counts, held bool) []string {
-	cells := []string{
-		number(c.Requests), number(c.Allowed), number(c.Refused), number(c.WouldBeRefused), percent(c.Compliance),
-		number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly),
+func countCells(c *Counts, held, policy bool) []string {
+	cells := []string{number(c.Requests), number(c.Allowed), number(c.Refused), number(c.WouldBeRefused)}
+	if policy {
+		cells = append(cells, number(c.RefusedByPolicy), number(c.WouldBeRefusedByPolicy), number(c.AllowedByException))
 	}
+	cells = append(cells, percent(c.Compliance), number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly))
 	if held {
 		cells = append(cells, number(c.Held))
 	}
@@ -178,14 +190,21 @@ func countCells(c *Counts, held bool) []string {
 }
 
 func (t *textWriter) crawlers(rep *Report) {
-	header := append(append([]string{"CRAWLER", "BY"}, countHeader(false)...), "ORIGINS", "UA-MISMATCH", "FIRST SEEN", "LAST SEEN")
+	policy := rep.PolicySeen()
+	header := append(append([]string{"CRAWLER", "BY"}, countHeader(false, policy)...), "ORIGINS", "UA-MISMATCH", "FIRST SEEN", "LAST SEEN")
+	if policy {
+		header = append(header, "PURPOSES")
+	}
 	var rows, agents [][]string
 	var liars [][]string
 	for i := range rep.Crawlers {
 		c := &rep.Crawlers[i]
 		name := crawlerName(c)
-		row := append(append([]string{name, c.By}, countCells(&c.Counts, false)...),
+		row := append(append([]string{name, c.By}, countCells(&c.Counts, false, policy)...),
 			number(int64(c.Origins)), number(c.UAMismatches), formatTime(c.FirstSeen), formatTime(c.LastSeen))
+		if policy {
+			row = append(row, clean(strings.Join(c.Purposes, ", "), 200))
+		}
 		rows = append(rows, row)
 		for _, ua := range c.UserAgents {
 			agents = append(agents, []string{name, c.By, number(ua.Count) + approx(ua.Overcount), quoted(ua.Value)})
@@ -198,7 +217,7 @@ func (t *textWriter) crawlers(rep *Report) {
 			liars = append(liars, []string{name, c.By, number(c.UAMismatches), strings.Join(claimed, ", ")})
 		}
 	}
-	t.table("CRAWLERS (by credential when there is one, else by product token)", columns{nameFirst: true}, header, rows)
+	t.table("CRAWLERS (by credential when there is one, else by product token)", columns{nameFirst: true, textLast: policy}, header, rows)
 	// BY tells a credential from a token of the same name in every table.
 	t.table("USER-AGENTS SEEN", columns{true, true}, []string{"CRAWLER", "BY", "REQUESTS", "USER-AGENT"}, agents)
 	t.table("USER-AGENT MISMATCHES (the User-Agent names another token than the one judged)", columns{true, true},
@@ -215,13 +234,14 @@ func crawlerName(c *Crawler) string {
 }
 
 func (t *textWriter) origins(rep *Report) {
-	header := append(append([]string{"ORIGIN"}, countHeader(true)...), "CRAWLERS", "ROBOTS OK", "4XX", "RESTRICTED", "UNREACHABLE", "STALE")
+	policy := rep.PolicySeen()
+	header := append(append([]string{"ORIGIN"}, countHeader(true, policy)...), "CRAWLERS", "ROBOTS OK", "4XX", "RESTRICTED", "UNREACHABLE", "STALE")
 	var rows, incidents [][]string
 	for i := range rep.Origins {
 		o := &rep.Origins[i]
 		r := o.Robots
 		origin := clean(o.Origin, 200)
-		rows = append(rows, append(append([]string{origin}, countCells(&o.Counts, true)...), number(int64(o.Crawlers)),
+		rows = append(rows, append(append([]string{origin}, countCells(&o.Counts, true, policy)...), number(int64(o.Crawlers)),
 			number(r.OK), number(r.Unavailable), number(r.Restricted), number(r.Unreachable), number(r.Stale)))
 		for _, in := range incidentRows(o) {
 			switch {
@@ -326,17 +346,78 @@ func (t *textWriter) rules(rep *Report) {
 		if r.Line != 0 {
 			line = strconv.Itoa(r.Line)
 		}
-		group := r.Group
-		if group == "" {
+		group, rule := r.Group, clean(r.Rule, 200)
+		switch {
+		case r.Policy != "":
+			group, rule = "(policy)", rule+" ("+clean(r.Policy, 100)+")"
+		case group == "":
 			group = "-"
 		}
-		rules = append(rules, []string{number(r.Refused) + approx(r.Overcount), clean(r.Origin, 100), clean(group, 60), line, clean(r.Rule, 200)})
+		rules = append(rules, []string{number(r.Refused) + approx(r.Overcount), clean(r.Origin, 100), clean(group, 60), line, rule})
 	}
 	for _, p := range rep.TopPaths {
 		paths = append(paths, []string{number(p.Refused) + approx(p.Overcount), clean(p.URL, 300)})
 	}
-	t.table("TOP REFUSED RULES (refused and would-be-refused)", columns{textLast: true}, []string{"REFUSED", "ORIGIN", "GROUP", "LINE", "RULE"}, rules)
+	t.table("TOP REFUSED RULES (refused and would-be-refused; robots.txt's, or the operator's policy's)", columns{textLast: true}, []string{"REFUSED", "ORIGIN", "GROUP", "LINE", "RULE"}, rules)
 	t.table("TOP REFUSED URLS", columns{textLast: true}, []string{"REFUSED", "URL"}, paths)
+}
+
+// policy lists, when the log shows a policy, the exceptions used and the
+// policy versions in force.
+func (t *textWriter) policy(rep *Report) {
+	if !rep.PolicySeen() {
+		return
+	}
+	var exceptions, versions [][]string
+	for i := range rep.Exceptions {
+		e := &rep.Exceptions[i]
+		exceptions = append(exceptions, []string{clean(e.File, 100) + ":" + strconv.Itoa(e.Line), clean(e.Rule, 100), number(e.Requests),
+			formatTime(e.From), formatTime(e.To), crawlersSeen(e.Crawlers), originsSeen(e.Origins), clean(e.Reason, 300)})
+	}
+	if rep.ExceptionsOmitted > 0 {
+		exceptions = append(exceptions, []string{"...", "", number(rep.ExceptionsOmitted), "", "", "", "",
+			Plural(rep.ExceptionsOmitted, "request", "requests") + " allowed by exceptions past the first " + number(maxExceptions) + ", not listed"})
+	}
+	t.table("EXCEPTIONS USED (the operator's policy allowed what robots.txt disallowed)", columns{true, true},
+		[]string{"POLICY LINE", "ALLOW", "REQUESTS", "FIRST", "LAST", "CRAWLERS", "ORIGINS", "REASON"}, exceptions)
+	for _, v := range rep.PolicyVersions {
+		version := clean(v.Version, 64)
+		if version == "" {
+			version = "(no policy)"
+		}
+		versions = append(versions, []string{version, formatTime(v.From), formatTime(v.To), number(v.Requests)})
+	}
+	if rep.PolicyVersionsOmitted > 0 {
+		versions = append(versions, []string{"...", "", "", number(rep.PolicyVersionsOmitted) + " records of versions past the first " + number(maxPolicyVersions)})
+	}
+	t.table("POLICY VERSIONS (the policy file in force; a new version is a reload)", columns{true, true},
+		[]string{"VERSION", "FROM", "TO", "REQUESTS"}, versions)
+}
+
+// crawlersSeen writes the crawlers of an exception: "acme (credential)
+// ×3, GPTBot ×2".
+func crawlersSeen(crawlers []CrawlerSeen) string {
+	var parts []string
+	for _, c := range crawlers {
+		name := clean(c.Name, 100)
+		if c.Name == "" {
+			name = "(no token)"
+		}
+		if c.By != "token" {
+			name += " (" + c.By + ")"
+		}
+		parts = append(parts, name+" ×"+number(c.Count)+approx(c.Overcount))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// originsSeen writes the origins of an exception with their counts.
+func originsSeen(origins []Seen) string {
+	var parts []string
+	for _, o := range origins {
+		parts = append(parts, clean(o.Value, 100)+" ×"+number(o.Count)+approx(o.Overcount))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (t *textWriter) timeline(rep *Report) {

@@ -47,7 +47,9 @@ Reads robotsgate audit logs (standard input when no file is given; gzip is
 read transparently; several files are one log, as after rotation) and
 reports per crawler (its credential, else its product token), per origin,
 the top refused rules and URLs, incidents (robots.txt failing, origins
-holding requests back) and the timeline.
+holding requests back) and the timeline; when the operator's policy
+(ROBOTSGATE_POLICY) shows in the log, its refusals apart from robots.txt's,
+every exception used and the policy versions in force.
 
 T is a time: 2026-11-25T10:00:00Z (RFC 3339), 2026-11-25 10:00, or
 2026-11-25 (local time without a zone), or a duration back from now: 90m,
