@@ -10,7 +10,6 @@ import (
 
 // crawler is a crawler entry, compiled.
 type crawler struct {
-	index, line int
 	// user or token names the crawler (the other is ""); name is what a
 	// message calls it: the user, the token, or "every crawler".
 	user, token, name string
@@ -33,16 +32,14 @@ type site struct {
 	hosts       []string // as written, for notes
 	// everyone: the entry names no users and no tokens (or the token
 	// "*"), so it applies to every crawler.
-	everyone   bool
-	everyToken bool
-	users      []string
-	tokens     []string // as written; compared case-insensitively
-	reason     string
-	rules      *ruleSet // nil without rules
+	everyone bool
+	users    []string
+	tokens   []string // as written; compared case-insensitively
+	reason   string
+	rules    *ruleSet // nil without rules
 
 	exceptions     *exceptionSet // nil without exceptions
 	exceptionCount int
-	exceptionsLine int
 }
 
 // appliesTo reports whether the entry speaks for the crawler: a user
@@ -145,7 +142,7 @@ func notes(p *Policy) []string {
 	var out []string
 	for _, s := range p.sites {
 		where := fmt.Sprintf("%s line %d", p.file, s.line)
-		hosts := listText("hosts", s.hosts)
+		hosts := strings.TrimPrefix(listText("hosts", s.hosts), "hosts: ")
 		switch {
 		case s.exceptions == nil && s.rules == nil:
 			out = append(out, fmt.Sprintf("%s: the site entry (%s) has no rules and no exceptions: it does nothing", where, hosts))

@@ -317,7 +317,7 @@ func (ps *parser) policy(p *Policy, root *yaml.Node) {
 	if f, ok := top["crawlers"]; ok && !isNull(f.value) {
 		items, _ := ps.list(f)
 		for _, item := range items {
-			if c := ps.crawler(item, len(p.crawlers)); c != nil {
+			if c := ps.crawler(item); c != nil {
 				p.crawlers = append(p.crawlers, c)
 			}
 		}
@@ -333,12 +333,12 @@ func (ps *parser) policy(p *Policy, root *yaml.Node) {
 	}
 }
 
-func (ps *parser) crawler(n *yaml.Node, index int) *crawler {
+func (ps *parser) crawler(n *yaml.Node) *crawler {
 	fs, ok := ps.fields(n, "a crawler entry", crawlerKeys)
 	if !ok {
 		return nil
 	}
-	c := &crawler{index: index, line: n.Line}
+	c := &crawler{}
 	user, hasUser := fs["user"]
 	token, hasToken := fs["token"]
 	switch {
@@ -488,11 +488,8 @@ func (ps *parser) site(n *yaml.Node, index int) *site {
 		var ok bool
 		s.tokens, _, ok = ps.strs(f, checkToken)
 		good = good && ok
-		for _, t := range s.tokens {
-			s.everyToken = s.everyToken || t == "*"
-		}
 	}
-	s.everyone = s.everyToken || fs["users"].key == nil && fs["tokens"].key == nil
+	s.everyone = contains(s.tokens, "*") || fs["users"].key == nil && fs["tokens"].key == nil
 	if f, ok := fs["rules"]; ok {
 		var ok bool
 		s.rules, ok = ps.rules(f, s.reason)
@@ -502,7 +499,6 @@ func (ps *parser) site(n *yaml.Node, index int) *site {
 		var ok bool
 		s.exceptions, s.exceptionCount, ok = ps.exceptions(f)
 		good = good && ok
-		s.exceptionsLine = f.key.Line
 	}
 	if !good {
 		return nil
