@@ -1,0 +1,58 @@
+package policy
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// benchPolicy has 1,000 site entries, a third of each host pattern form,
+// and a few crawler entries.
+func benchPolicy(b *testing.B) *Policy {
+	var file strings.Builder
+	file.WriteString(addsUp)
+	file.WriteString("sites:\n")
+	for i := range 1000 {
+		host := "site" + strconv.Itoa(i) + ".example"
+		switch i % 3 {
+		case 1:
+			host = "*." + host
+		case 2:
+			host = "domain:" + host
+		}
+		file.WriteString("  - hosts: [\"" + host + "\"]\n    rules: [\"Disallow: /private/\"]\n")
+		if i%10 == 0 {
+			file.WriteString("    users: [archiver]\n    exceptions: [{allow: /reports/, reason: ok}]\n")
+		}
+	}
+	return mustParse(b, file.String())
+}
+
+// BenchmarkMatch is the policy's cost on a request: Match, Destination
+// and Judge of an allowed path.
+func BenchmarkMatch(b *testing.B) {
+	p := benchPolicy(b)
+	for _, bench := range []struct{ name, user, token, host string }{
+		{"no policy", "", "", ""},
+		{"host not in it", "", "bot", "www.example.com"},
+		{"host in it", "", "bot", "www.site998.example"},
+		{"sandboxed crawler", "acme", "AcmeBot", "shop.acme.example"},
+	} {
+		policy := p
+		if bench.name == "no policy" {
+			policy, bench.host = nil, "www.example.com"
+		}
+		b.Run(bench.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m := policy.Match(bench.user, bench.token, bench.host)
+				if m.Destination() != nil {
+					b.Fatal("refused")
+				}
+				if ok, _ := m.Judge("/public/page.html", allowed); !ok {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
+}
