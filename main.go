@@ -271,9 +271,13 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	if cfg.UpstreamProxy != nil {
 		upstreamProxy = cfg.UpstreamProxy.Redacted()
 	}
+	policyInForce := "none" // the version, for a fleet's instances to compare
+	if policyFile != nil {
+		policyInForce = policyFile.State().String()
+	}
 	log.Info("robotsgate listening", "version", buildVersion(), "addr", ln.Addr().String(), "mode", cfg.Mode,
 		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "crawl_delay", cfg.CrawlDelay, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String(),
-		"upstream_proxy", upstreamProxy, "fleet", cfg.Fleet())
+		"upstream_proxy", upstreamProxy, "fleet", cfg.Fleet(), "policy", policyInForce)
 	if proxy.ListensBeyondLoopback(ln.Addr()) {
 		switch cfg.Auth {
 		case identity.ModeOff:

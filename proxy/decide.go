@@ -107,7 +107,7 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 	if err := s.opts.Destinations.Check(t.host); err != nil {
 		return d, d.destinationPage(err)
 	}
-	if p := d.applyPolicy(t.host); p != nil {
+	if p := d.applyPolicy(r, t.host); p != nil {
 		return d, p
 	}
 	if p := d.checkMaxForwards(r); p != nil {

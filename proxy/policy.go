@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -36,7 +37,7 @@ type policyState struct {
 // crawler at host and refuses it, before any robots.txt fetch and in every
 // mode, when the policy keeps the crawler off that site: a sandbox's
 // boundary, like ROBOTSGATE_DENY_DESTINATIONS.
-func (d *decision) applyPolicy(host string) *page {
+func (d *decision) applyPolicy(r *http.Request, host string) *page {
 	if d.s.opts.Policy == nil {
 		return nil
 	}
@@ -53,7 +54,23 @@ func (d *decision) applyPolicy(host string) *page {
 	d.ruling, d.why = policyDenied, "the operator's policy keeps this crawler off this site: "+f.String()
 	d.outcome.status = http.StatusForbidden
 	d.finish()
-	p := plainPage(http.StatusForbidden, "403 Forbidden: "+d.why+"; robotsgate does not connect there.\n")
+	p := &page{status: http.StatusForbidden, header: http.Header{}}
+	if wantsJSON(r.Header.Get("Accept")) {
+		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.robotsDecision(), Policy: d.policyJSON()}
+		out.UserAgent, out.Token = shown(out.UserAgent), shown(out.Token)
+		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
+		p.body = append(p.body, '\n')
+		p.header.Set("Content-Type", "application/json")
+	} else {
+		var b bytes.Buffer
+		b.WriteString("403 Forbidden: the operator's policy keeps this crawler off this site; robotsgate does not connect there.\n\n")
+		fmt.Fprintf(&b, "URL:         %s\n", d.asked.url)
+		b.WriteString(crawlerLine(d))
+		fmt.Fprintf(&b, "Policy:      %s\n", f)
+		b.WriteString("\nrobotsgate is a proxy that makes crawlers obey robots.txt (RFC 9309) and its operator's policy.\n")
+		p.body = b.Bytes()
+		p.header.Set("Content-Type", "text/plain; charset=utf-8")
+	}
 	p.header.Set(decisionHeader, "deny-destination; token="+quoteHeader(shown(d.who.token))+policyParams(f))
 	return p
 }

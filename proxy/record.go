@@ -165,7 +165,7 @@ func (d *decision) robotsDecision() robots.Decision {
 	case judged:
 		dec.SetVerdict(d.verdict)
 		if f := d.decidedByPolicy(); f != nil {
-			dec.Reason = "policy " + f.Kind.String() + ": " + f.String()
+			dec.Reason = "policy: " + f.String()
 			break
 		}
 		// robots.txt refused the request, or would have in enforce mode:

@@ -93,7 +93,7 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 	// tunnel opens; an intercepted tunnel's requests are judged again, each
 	// by its own.
 	d.identify(tun.cred)
-	if p := d.applyPolicy(tun.host); p != nil {
+	if p := d.applyPolicy(r, tun.host); p != nil {
 		return reject(p)
 	}
 	if s.opts.Issuer == nil {

@@ -284,7 +284,7 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 	}
 	out.SetVerdict(v)
 	if decided != nil {
-		out.Reason = "policy " + decided.Kind.String() + ": " + decided.String()
+		out.Reason = "policy: " + decided.String()
 	}
 	if !v.Allowed {
 		c.disallowed++
