@@ -177,14 +177,13 @@ func (p *Policy) Notes() []string {
 	return p.notes
 }
 
-// Summary describes the policy in one line for a log or `robotsgate
-// config`: "policy.yaml (version 0123456789ab): 4 crawler entries, 1 site
-// entry, 1 exception".
+// Summary says what the policy holds, for a log or `robotsgate config`:
+// "4 crawler entries, 1 site entry, 1 exception".
 func (p *Policy) Summary() string {
 	if p == nil {
 		return "no policy"
 	}
-	return fmt.Sprintf("%s (version %s): %s, %s, %s", p.file, p.version,
+	return fmt.Sprintf("%s, %s, %s",
 		plural(len(p.crawlers), "crawler entry", "crawler entries"),
 		plural(len(p.sites), "site entry", "site entries"),
 		plural(p.exceptions, "exception", "exceptions"))
