@@ -18,6 +18,9 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	bytes    prometheus.Counter
 	paced    *prometheus.CounterVec
+	// byPolicy counts the requests the operator's policy decided or
+	// shaped, by kind and verdict.
+	byPolicy *prometheus.CounterVec
 	waits    prometheus.Histogram
 	// handshakeFailures counts failed handshakes with intercepted
 	// clients, one counter per cause of handshakes; served only while
@@ -49,6 +52,10 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 			Name: "robotsgate_paced_requests_total",
 			Help: "Requests pacing acted on, by what it did (waited, too_early, busy, full, gone) and whether they were forwarded (too_early and busy forwarded: audit).",
 		}, []string{"pace", "forwarded"}),
+		byPolicy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "robotsgate_policy_decisions_total",
+			Help: "Requests the operator's policy (ROBOTSGATE_POLICY) decided or shaped, by kind (destination, exception, rule, min-delay, max-concurrency) and verdict.",
+		}, []string{"kind", "verdict"}),
 		waits: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "robotsgate_pace_wait_seconds",
 			Help:    "How long ROBOTSGATE_CRAWL_DELAY=wait held requests that were then forwarded.",
@@ -62,7 +69,7 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 	for c := range handshakeCauses {
 		m.handshakeFailures[c] = m.handshakes.WithLabelValues(c.String())
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.bytes, m.paced, m.waits,
+	m.registry.MustRegister(m.requests, m.duration, m.bytes, m.paced, m.byPolicy, m.waits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "robotsgate_build_info", Help: "Always 1; the version is a label.",
@@ -118,6 +125,9 @@ func (m *Metrics) observe(rec *audit.Record) {
 	m.requests.WithLabelValues(rec.Verdict, rec.Mode, forwarded).Inc()
 	m.duration.WithLabelValues(forwarded).Observe(rec.Duration / 1000)
 	m.bytes.Add(float64(rec.Bytes))
+	if rec.Policy.Kind != "" {
+		m.byPolicy.WithLabelValues(rec.Policy.Kind, rec.Verdict).Inc()
+	}
 	if rec.Pace != "" {
 		m.paced.WithLabelValues(rec.Pace, forwarded).Inc()
 		if rec.Forwarded && rec.WaitedMS > 0 {
