@@ -29,6 +29,9 @@ type decision struct {
 	target target
 	outURL url.URL // the target as the transport is given it
 	lookup lookup
+	// done says the record is written. A byte beside ruling's, in what
+	// would be padding: the decision keeps its size class.
+	done bool
 	// ruling is how the verdict was reached: verdict is robots.txt's when
 	// judged, why the reason of any other.
 	ruling  ruling
@@ -42,7 +45,6 @@ type decision struct {
 	admission pace.Admission
 	outcome   outcome
 	relay     relayState // forward's
-	done      bool
 	// fetchCtx is the context robots.txt is looked up on (fetchContext).
 	fetchCtx fetch.ClientContext
 	// policy is what the operator's policy says of the request, nil

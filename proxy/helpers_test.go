@@ -24,6 +24,7 @@ import (
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/egress"
 	"robotsgate/proxy/identity"
+	"robotsgate/proxy/live"
 	"robotsgate/proxy/mitm"
 	"robotsgate/proxy/pace"
 	"robotsgate/robots/fetch"
@@ -164,6 +165,9 @@ type proxyConfig struct {
 	pacer        *pace.Pacer
 	pacePolicy   pace.Policy
 	paceGroups   *pace.Grouper
+	// policy and files go to Options.Policy and Options.Files.
+	policy PolicySource
+	files  []func() live.State
 
 	// upstreamIdle and upstreamIdlePerOrigin go to UpstreamOptions'
 	// MaxIdleConns and MaxIdleConnsPerOrigin.
@@ -240,6 +244,8 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 		Pacer:        cfg.pacer,
 		PacePolicy:   cfg.pacePolicy,
 		PaceGroups:   cfg.paceGroups,
+		Policy:       cfg.policy,
+		Files:        cfg.files,
 		Logger:       slog.New(slog.NewJSONHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Version:      "test",
 	}

@@ -263,9 +263,11 @@ func hangsUp(t *testing.T, conn net.Conn) {
 
 // TestDecisionSize keeps a decision, which every request allocates, within
 // the 1152-byte size class it has always had: facts added to it must not
-// cost each request a larger allocation.
+// cost each request a larger allocation. The runtime puts an 8-byte header
+// before an object of more than 512 bytes that holds pointers, so 1144
+// bytes of decision fill the class.
 func TestDecisionSize(t *testing.T) {
-	if size := unsafe.Sizeof(decision{}); size > 1152 {
-		t.Errorf("a decision takes %d bytes, past the 1152-byte size class", size)
+	if size := unsafe.Sizeof(decision{}); size > 1152-8 {
+		t.Errorf("a decision takes %d bytes, past the 1152-byte size class with its 8-byte malloc header", size)
 	}
 }

@@ -2,6 +2,8 @@ package settings
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -281,6 +283,87 @@ func TestOutputError(t *testing.T) {
 		code := Run(args, Env{Stdout: failingWriter{}, Stderr: &errOut, Environ: nil, Version: "v1.2.3"})
 		if code != ExitOutput || !strings.Contains(errOut.String(), "no space left on device") {
 			t.Errorf("config %v to a full disk: exit %d, stderr %q; want %d naming the error", args, code, errOut.String(), ExitOutput)
+		}
+	}
+}
+
+// TestPolicyShown: with ROBOTSGATE_POLICY set, the table ends with the
+// policy's file, version (the first 12 hex digits of the SHA-256 of its
+// bytes) and entries, and -json has them as "policy".
+func TestPolicyShown(t *testing.T) {
+	t.Parallel()
+	body := "crawlers:\n  - token: GPTBot\n    purposes: [ai-train]\n  - token: \"*\"\n    deny_sites: [\"intranet.example\"]\n" +
+		"sites:\n  - hosts: [\"example.com\"]\n    exceptions:\n      - allow: /reports/\n        reason: \"written permission\"\n"
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(body))
+	version := hex.EncodeToString(sum[:])[:12]
+	environ := []string{"ROBOTSGATE_POLICY=" + path}
+
+	code, stdout, stderr := run(t, environ)
+	if code != ExitValid {
+		t.Fatalf("config: exit %d, stderr %q", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	want := "policy: " + path + " version " + version + " (2 crawler entries, 1 site entry, 1 exception)"
+	if last := lines[len(lines)-1]; last != want || lines[len(lines)-2] != "" {
+		t.Errorf("the table ends with %q, want a blank line then %q", lines[len(lines)-2:], want)
+	}
+	if !regexp.MustCompile(`(?m)^ROBOTSGATE_POLICY +` + regexp.QuoteMeta(path) + ` +environment$`).MatchString(stdout) {
+		t.Errorf("no ROBOTSGATE_POLICY row naming the file:\n%s", stdout)
+	}
+
+	code, stdout, stderr = run(t, environ, "-json")
+	if code != ExitValid {
+		t.Fatalf("config -json: exit %d, stderr %q", code, stderr)
+	}
+	var out struct {
+		Settings []config.Setting  `json:"settings"`
+		Policy   map[string]string `json:"policy"`
+	}
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
+		t.Fatalf("config -json printed %q: %v", stdout, err)
+	}
+	wantJSON := map[string]string{"file": path, "version": version, "entries": "2 crawler entries, 1 site entry, 1 exception"}
+	if !reflect.DeepEqual(out.Policy, wantJSON) {
+		t.Errorf("policy %v, want %v", out.Policy, wantJSON)
+	}
+	// Without the variable there is neither.
+	if _, stdout, _ := run(t, nil, "-json"); strings.Contains(stdout, `"policy"`) {
+		t.Errorf("config -json without a policy shows one:\n%s", stdout)
+	}
+	if _, stdout, _ := run(t, nil); strings.Contains(stdout, "\npolicy: ") {
+		t.Errorf("config without a policy shows one:\n%s", stdout)
+	}
+}
+
+// TestPolicyInvalid: a policy file that does not load makes the
+// configuration invalid, the message naming ROBOTSGATE_POLICY, the file
+// and the line.
+func TestPolicyInvalid(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte("crawlers:\n  - token: GPTBot\n    purpose: [ai-train]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, environ := range [][]string{
+		{"ROBOTSGATE_POLICY=" + path},
+		{"ROBOTSGATE_POLICY=" + filepath.Join(t.TempDir(), "missing.yaml")},
+	} {
+		for _, args := range [][]string{nil, {"-json"}} {
+			code, stdout, stderr := run(t, environ, args...)
+			file := strings.TrimPrefix(environ[0], "ROBOTSGATE_POLICY=")
+			wantLine := file
+			if file == path {
+				wantLine = path + ":3: "
+			}
+			if code != ExitInvalid || stdout != "" || !strings.HasPrefix(stderr, "robotsgate: invalid configuration:\nROBOTSGATE_POLICY: ") || !strings.Contains(stderr, wantLine) {
+				t.Errorf("config %q with %s: exit %d, stdout %q, stderr %q; want exit 2 naming ROBOTSGATE_POLICY and %q", args, file, code, stdout, stderr, wantLine)
+			}
 		}
 	}
 }

@@ -326,3 +326,162 @@ func TestCheckLive(t *testing.T) {
 		t.Errorf("the origin's robots.txt was fetched %d times for two URLs, want once", robotsFetches)
 	}
 }
+
+// checkPolicy is the operator's policy the -policy tests judge by. Line
+// numbers matter: the reasons cite them.
+const checkPolicy = `crawlers:
+  - token: scoped
+    allow_sites: ["example.com"]
+  - user: archiver
+    purposes: [archive]
+    deny_sites: ["intranet.example"]
+    min_delay: 5s
+sites:
+  - hosts: ["example.com"]
+    rules: ["Disallow: /shop/"]
+    reason: "asked by mail"
+    exceptions:
+      - allow: /private/reports/
+        reason: "written permission"
+`
+
+// writeFile writes body to name in a new directory and returns its path.
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runEnv runs the command with ROBOTSGATE_POLICY's file policyFile.
+func runEnv(t *testing.T, policyFile string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = Run(context.Background(), args, Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, PolicyFile: policyFile})
+	return code, out.String(), errOut.String()
+}
+
+// TestCheckPolicy: with -policy, each URL is judged as the proxy judges
+// it: a site outside the crawler's sites is refused before robots.txt, an
+// exception allows what a robots.txt rule refuses, a policy rule refuses
+// what robots.txt allows (robots.txt's own refusal staying its own), and
+// -user picks the user entries.
+func TestCheckPolicy(t *testing.T) {
+	robots, pol := robotsFile(t), writeFile(t, "pol.yaml", checkPolicy)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"destination", []string{"-user-agent", "scoped/1.0", "https://other.example/x", "https://example.com/x"}, ExitDisallowed,
+			"disallowed\tscoped\thttps://other.example/x\tthe operator's policy keeps this crawler off this site: " +
+				"pol.yaml line 3: destination: allow_sites: example.com (scoped may visit only the sites allow_sites names)\n" +
+				"allowed\tscoped\thttps://example.com/x\tno matching rule\n"},
+		{"exception", []string{"-user-agent", "ExampleBot", "https://example.com/private/reports/q", "https://example.com/private/x"}, ExitDisallowed,
+			"allowed\tExampleBot\thttps://example.com/private/reports/q\tpolicy: pol.yaml line 13: exception: allow: /private/reports/ (written permission)\n" +
+				"disallowed\tExampleBot\thttps://example.com/private/x\tdisallow: /private/ (line 2)\n"},
+		{"rule", []string{"-user-agent", "ExampleBot", "https://example.com/shop/cart", "https://www.example.com/shop/cart"}, ExitDisallowed,
+			"disallowed\tExampleBot\thttps://example.com/shop/cart\tpolicy: pol.yaml line 10: rule: Disallow: /shop/ (asked by mail)\n" +
+				"allowed\tExampleBot\thttps://www.example.com/shop/cart\tno matching rule\n"},
+		{"robots.txt refuses too", []string{"-user-agent", "GPTBot", "https://example.com/shop/cart"}, ExitDisallowed,
+			"disallowed\tGPTBot\thttps://example.com/shop/cart\tdisallow: / (line 5)\n"},
+		{"-user matches its entry", []string{"-user", "archiver", "-user-agent", "ExampleBot", "https://intranet.example/"}, ExitDisallowed,
+			"disallowed\tExampleBot\thttps://intranet.example/\tthe operator's policy keeps this crawler off this site: " +
+				"pol.yaml line 6: destination: deny_sites: intranet.example (the policy keeps archiver away from intranet.example)\n"},
+		{"without -user no user entry", []string{"-user-agent", "archiver", "https://intranet.example/"}, ExitAllowed,
+			"allowed\tarchiver\thttps://intranet.example/\tno matching rule\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"-robots", robots, "-policy", pol}, c.args...)
+			code, out, errOut := run(t, "", nil, args...)
+			if code != c.code || out != c.out {
+				t.Errorf("exit %d, output:\n%s\nwant exit %d, output:\n%s\nstderr: %s", code, out, c.code, c.out, errOut)
+			}
+		})
+	}
+}
+
+// TestCheckPolicyJSON: -json names the policy's finding in the audit
+// record's words, and a min_delay shows as the crawler's delay.
+func TestCheckPolicyJSON(t *testing.T) {
+	robots, pol := robotsFile(t), writeFile(t, "pol.yaml", checkPolicy)
+	for _, c := range []struct {
+		name, url string
+		user      string
+		verdict   string
+		reason    string // how the reason starts
+		policy    string // the policy object, "" for none
+		delay     float64
+		source    string
+	}{
+		{"exception", "https://example.com/private/reports/q", "", "allow", "policy: pol.yaml line 13: ",
+			`{"file":"` + pol + `","line":13,"kind":"exception","rule":"allow: /private/reports/","reason":"written permission"}`, 0, ""},
+		{"rule", "https://example.com/shop/x", "", "disallow", "policy: pol.yaml line 10: ",
+			`{"file":"` + pol + `","line":10,"kind":"rule","rule":"Disallow: /shop/","reason":"asked by mail"}`, 0, ""},
+		{"destination", "https://intranet.example/", "archiver", "disallow", "the operator's policy keeps this crawler off this site: pol.yaml line 6: ",
+			`{"file":"` + pol + `","line":6,"kind":"destination","rule":"deny_sites: intranet.example","reason":"the policy keeps archiver away from intranet.example"}`, 0, ""},
+		{"min_delay", "https://example.com/a", "archiver", "allow", "no matching rule", "", 5, "policy"},
+		{"robots.txt decides", "https://example.com/private/x", "", "disallow", "disallow: /private/ (line 2)", "", 0, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"-json", "-robots", robots, "-policy", pol, "-user-agent", "ExampleBot"}
+			if c.user != "" {
+				args = append(args, "-user", c.user)
+			}
+			_, out, errOut := run(t, "", nil, append(args, c.url)...)
+			var got struct {
+				Verdict          string          `json:"verdict"`
+				Reason           string          `json:"reason"`
+				CrawlDelay       float64         `json:"crawl_delay"`
+				CrawlDelaySource string          `json:"crawl_delay_source"`
+				Policy           json.RawMessage `json:"policy"`
+			}
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("output %q: %v; stderr %s", out, err, errOut)
+			}
+			if got.Verdict != c.verdict || !strings.HasPrefix(got.Reason, c.reason) || string(got.Policy) != c.policy ||
+				got.CrawlDelay != c.delay || got.CrawlDelaySource != c.source {
+				t.Errorf("got %s\nwant verdict %s, reason %q…, policy %s, crawl_delay %v from %q", out, c.verdict, c.reason, c.policy, c.delay, c.source)
+			}
+		})
+	}
+}
+
+// TestCheckPolicyErrors: a policy that does not load, -user without a
+// policy and bare paths with one are usage or input errors; -policy ""
+// turns ROBOTSGATE_POLICY's file off.
+func TestCheckPolicyErrors(t *testing.T) {
+	robots, pol := robotsFile(t), writeFile(t, "pol.yaml", checkPolicy)
+	broken := writeFile(t, "broken.yaml", "crawlers:\n  - token: x\n    min_dely: 2s\n")
+	for _, c := range []struct {
+		name    string
+		env     string // ROBOTSGATE_POLICY's file
+		args    []string
+		message string
+	}{
+		{"broken policy", "", []string{"-policy", broken, "https://example.com/"}, broken + ":3: "},
+		{"broken ROBOTSGATE_POLICY", broken, []string{"https://example.com/"}, broken + ":3: "},
+		{"missing policy", "", []string{"-policy", filepath.Join(t.TempDir(), "none.yaml"), "https://example.com/"}, "none.yaml"},
+		{"-user without a policy", "", []string{"-user", "archiver", "https://example.com/"}, "-user names a policy's crawler"},
+		{"bare path with a policy", "", []string{"-policy", pol, "/shop/x"}, `"/shop/x": no host (a policy judges by site: give whole URLs)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := runEnv(t, c.env, append([]string{"-user-agent", "ExampleBot", "-robots", robots}, c.args...)...)
+			if code != ExitUsage || !strings.Contains(errOut, c.message) || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d and a message containing %q", code, out, errOut, ExitUsage, c.message)
+			}
+		})
+	}
+
+	url := "https://example.com/shop/x"
+	if code, out, _ := runEnv(t, pol, "-user-agent", "ExampleBot", "-robots", robots, url); code != ExitDisallowed || !strings.Contains(out, "\tpolicy: ") {
+		t.Errorf("ROBOTSGATE_POLICY's file is -policy's default: exit %d, %q", code, out)
+	}
+	want := "allowed\tExampleBot\t" + url + "\tno matching rule\n"
+	if code, out, errOut := runEnv(t, pol, "-user-agent", "ExampleBot", "-robots", robots, "-policy", "", url); code != ExitAllowed || out != want {
+		t.Errorf(`-policy "": exit %d, %q (stderr %q); want robots.txt alone: %q`, code, out, errOut, want)
+	}
+}
