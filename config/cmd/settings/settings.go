@@ -93,10 +93,7 @@ func Run(args []string, env Env) int {
 			fmt.Fprintf(env.Stderr, "robotsgate: invalid configuration:\nROBOTSGATE_POLICY: %v\n", err)
 			return ExitInvalid
 		}
-		// Summary leads with the file and version, which have fields of
-		// their own here.
-		entries := strings.TrimPrefix(p.Summary(), p.File()+" (version "+p.Version()+"): ")
-		pol = &policyFile{File: p.File(), Version: p.Version(), Entries: entries}
+		pol = &policyFile{File: p.File(), Version: p.Version(), Entries: p.Summary()}
 	}
 	if *asJSON {
 		err = writeJSON(env.Stdout, settings, pol)
