@@ -25,6 +25,7 @@ import (
 	"robotsgate/cache"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/pace"
+	"robotsgate/proxy/policy"
 )
 
 // benchBody is what the benchmark origin answers: a small page.
@@ -191,6 +192,55 @@ func BenchmarkThroughput(b *testing.B) {
 	b.Run("bare-goproxy-connwrap", func(b *testing.B) {
 		runThroughput(b, startBareGoproxy(b, true), target)
 	})
+}
+
+// BenchmarkThroughputPolicy is BenchmarkThroughput's robotsgate row under
+// an operator's policy of 1,000 site entries (each with a rule and an
+// exception) and a few crawler entries, the curl crawler among them:
+// "none" without a policy, "elsewhere" with the origin's host named by
+// none of the sites, "named" with it named by one whose rule and
+// exception are judged on every request (and allow it). An allowed
+// request's cost under a policy is measured against "none".
+func BenchmarkThroughputPolicy(b *testing.B) {
+	origin := startBenchOrigin(b)
+	target := origin.URL + "/page"
+	for _, bc := range []struct {
+		name, host string // host: the site entry naming the origin's host, "" for none
+		policy     bool
+	}{
+		{"none", "", false},
+		{"elsewhere", "", true},
+		{"named", "127.0.0.1", true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := proxyConfig{audit: io.Discard}
+			if bc.policy {
+				cfg.policy = fixedPolicy{thousandSites(b, bc.host)}
+			}
+			runThroughput(b, startProxy(b, cfg).url, target)
+		})
+	}
+}
+
+// thousandSites is a policy of 1,000 site entries, the last naming host
+// too when it is set, and crawler entries for curl (the benchmarks'
+// User-Agent) and everyone.
+func thousandSites(b *testing.B, host string) *policy.Policy {
+	var y strings.Builder
+	y.WriteString("crawlers:\n  - token: curl\n    purposes: [search]\n    deny_sites: [\"intranet.example\"]\n  - token: \"*\"\n    deny_sites: [\"admin.example\"]\n")
+	y.WriteString("  - user: acme\n    allow_sites: [\"*.acme.example\"]\nsites:\n")
+	for i := range 1000 {
+		hosts := fmt.Sprintf(`"site%d.example", "*.site%d.example"`, i, i)
+		if i == 999 && host != "" {
+			hosts += `, "` + host + `"`
+		}
+		fmt.Fprintf(&y, "  - hosts: [%s]\n    rules: [\"Disallow: /shop/\"]\n    exceptions:\n      - allow: /private/\n        reason: \"written permission %d\"\n", hosts, i)
+	}
+	p, err := policy.Parse("policy.yaml", []byte(y.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
 }
 
 // BenchmarkIntercepted measures HTTPS through robotsgate to a TLS origin
