@@ -639,3 +639,30 @@ func TestPolicyBrokenAtStart(t *testing.T) {
 		t.Errorf("robotsgate config has no line %q...:\n%s", want, stdout)
 	}
 }
+
+// TestPolicyReadmeExample: the policy manual's complete example is the
+// file the tests load, byte for byte, and robotsgate starts with it.
+func TestPolicyReadmeExample(t *testing.T) {
+	t.Parallel()
+	manual, err := os.ReadFile(filepath.Join("..", "proxy", "policy", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := filepath.Abs(filepath.Join("..", "proxy", "policy", "testdata", "example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?ms)^```yaml\n(.*?)^```$").FindSubmatch(manual)
+	if block == nil {
+		t.Fatal("proxy/policy/README.md has no ```yaml block")
+	}
+	if string(block[1]) != string(want) {
+		t.Errorf("the README's example policy is not testdata/example.yaml:\n--- README\n%s\n--- example.yaml\n%s", block[1], want)
+	}
+	p := startProxy(t, "ROBOTSGATE_POLICY="+example)
+	checkPolicyInForce(t, p, example, policyVersion(string(want)), "")
+}
