@@ -152,7 +152,14 @@ func serveCommand() int {
 		return exitConfig
 	}
 	log := newLogger(cfg)
-	if err := serveWith(cfg, log); err != nil {
+	// The policy is checked with the other settings, before anything is
+	// created: a broken file stops the start as a bad variable does.
+	policyFile, err := loadPolicy(cfg, log.With("component", "policy"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "robotsgate: invalid configuration:\nROBOTSGATE_POLICY: %v\n", err)
+		return exitConfig
+	}
+	if err := serveWith(cfg, log, policyFile); err != nil {
 		log.Error("robotsgate stopped", "err", err)
 		if errors.As(err, new(configError)) {
 			return exitConfig
@@ -168,9 +175,9 @@ type configError struct{ error }
 
 func (e configError) Unwrap() error { return e.error }
 
-// serveWith builds each part from the settings, hands them to the proxy
-// and serves until SIGTERM or SIGINT.
-func serveWith(cfg *config.Config, log *slog.Logger) error {
+// serveWith builds each part from the settings and the policy file (nil
+// for none), hands them to the proxy and serves until SIGTERM or SIGINT.
+func serveWith(cfg *config.Config, log *slog.Logger, policyFile *live.File[*policy.Policy]) error {
 	roots, err := cfg.UpstreamRoots(log.Warn)
 	if err != nil {
 		return configError{err}
@@ -225,10 +232,6 @@ func serveWith(cfg *config.Config, log *slog.Logger) error {
 	gate, err := identity.New(cfg.IdentityOptions(log.With("component", "identity")))
 	if err != nil {
 		return configError{fmt.Errorf("ROBOTSGATE_CREDENTIALS_FILE: %w", err)}
-	}
-	policyFile, err := loadPolicy(cfg, log.With("component", "policy"))
-	if err != nil {
-		return configError{fmt.Errorf("ROBOTSGATE_POLICY: %w", err)}
 	}
 	auditLog, err := audit.Open(cfg.AuditLog, audit.Options{})
 	if err != nil {

@@ -150,6 +150,9 @@ func classify(r *record) kind {
 		switch {
 		case r.DeniedDestination && !k.byPolicy:
 			k.denied = true
+		case r.Policy.Kind == policyDestination && !r.Forwarded:
+			// A crawler kept off a site is refused in every mode.
+			k.refused = true
 		case r.Forwarded || r.Mode == "audit":
 			// In audit mode robots.txt refuses nothing, even when
 			// pacing answered 429 instead of forwarding.

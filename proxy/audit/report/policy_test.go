@@ -76,6 +76,11 @@ func TestPolicyCountsOfOneRecord(t *testing.T) {
 			r.DeniedDestination = true
 			return r
 		}, Counts{Refused: 1, RefusedByPolicy: 1, Compliance: rate(0)}},
+		{"outside the crawler's sites, audit mode: refused all the same", func(at time.Time) audit.Record {
+			r := policyRefusal(at, audit.PolicyDestination, "allow_sites", 7)
+			r.Mode = "audit"
+			return r
+		}, Counts{Refused: 1, RefusedByPolicy: 1, Compliance: rate(0)}},
 		{"a rule of the policy, audit mode", func(at time.Time) audit.Record {
 			r := policyRefusal(at, audit.PolicyRule, "Disallow: /checkout/", 12)
 			r.Mode, r.Forwarded, r.Status, r.Bytes = "audit", true, 200, 9
