@@ -114,14 +114,24 @@ func canonicalPatternHost(name string) (string, error) {
 }
 
 // isIP reports whether host, in the proxy's form, is an IP address: an
-// IPv6 one has ':' in it, an IPv4 one ends in a number (a DNS name
-// never does once canonical).
+// IPv6 one has ':' in it, an IPv4 one a last label of digits only (a
+// canonical name never has: robots.CanonicalHost reads such a name as an
+// IPv4 address). A name merely ending in a digit (app.corp1) is a name,
+// under its patterns like any other.
 func isIP(host string) bool {
 	if strings.IndexByte(host, ':') >= 0 {
 		return true
 	}
 	last := host[strings.LastIndexByte(host, '.')+1:]
-	return last != "" && last[len(last)-1] >= '0' && last[len(last)-1] <= '9'
+	if last == "" {
+		return false
+	}
+	for i := 0; i < len(last); i++ {
+		if last[i] < '0' || last[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // hostSet is a crawler entry's allow_sites or deny_sites: each pattern's

@@ -43,6 +43,9 @@ func TestHostPatterns(t *testing.T) {
 		{"2001:db8::1", []string{"2001:db8::1"}, []string{"db8::1"}},
 		{"[::ffff:127.0.0.1]", []string{"127.0.0.1"}, []string{"::ffff:127.0.0.1"}},
 		{"under_score.example", []string{"under_score.example"}, nil},
+		// A name ending in a digit is a name, not an address: its patterns apply.
+		{"*.intranet.corp1", []string{"app.intranet.corp1", "a.b.intranet.corp1"}, []string{"intranet.corp1", "app.intranet.corp2"}},
+		{"domain:example.k8s2", []string{"example.k8s2", "www.example.k8s2"}, []string{"example.k8s3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pattern, func(t *testing.T) {
