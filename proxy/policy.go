@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -56,7 +57,7 @@ func (d *decision) applyPolicy(r *http.Request, host string) *page {
 	d.finish()
 	p := &page{status: http.StatusForbidden, header: http.Header{}}
 	if wantsJSON(r.Header.Get("Accept")) {
-		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.robotsDecision(), Policy: d.policyJSON()}
+		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.robotsDecision(), Policy: d.shownPolicyJSON()}
 		out.UserAgent, out.Token = shown(out.UserAgent), shown(out.Token)
 		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
 		p.body = append(p.body, '\n')
@@ -89,6 +90,21 @@ func (d *decision) judgePolicy(pathAndQuery string) {
 	// The verdict keeps robots.txt's rule and reason: the record and the
 	// pages say what robots.txt said beside what the policy decided.
 	d.policy.finding, d.verdict.Allowed = f, allowed
+}
+
+// policyDisallowsAll refuses a tunnel the proxy cannot look into when a
+// rule of the policy refuses every path on its site: the only rule it can
+// enforce there.
+func (d *decision) policyDisallowsAll() bool {
+	if d.policy == nil {
+		return false
+	}
+	f := d.policy.match.DisallowsAll()
+	if f == nil {
+		return false
+	}
+	d.policy.finding, d.verdict.Allowed = f, false
+	return true
 }
 
 // paceByPolicy applies the crawler's own pace bounds: its min_delay under
@@ -166,6 +182,17 @@ func (d *decision) policyJSON() audit.PolicyFinding {
 	return findingJSON(d.policyShaping())
 }
 
+// shownPolicyJSON is policyJSON for the crawler's eyes: the file by its
+// name alone, as the pages name it; the server's paths stay in the audit
+// log.
+func (d *decision) shownPolicyJSON() audit.PolicyFinding {
+	out := d.policyJSON()
+	if out.File != "" {
+		out.File = filepath.Base(out.File)
+	}
+	return out
+}
+
 // findingJSON is f in the audit record's words; zero for nil.
 func findingJSON(f *policy.Finding) audit.PolicyFinding {
 	if f == nil {
@@ -175,12 +202,12 @@ func findingJSON(f *policy.Finding) audit.PolicyFinding {
 }
 
 // policyParams renders f as X-Robotsgate-Decision's parameters:
-// `; policy="/etc/robotsgate/policy.yaml"; policy-line=12;
+// `; policy="policy.yaml"; policy-line=12;
 // policy-kind="exception"; policy-rule="Allow: /reports/"; policy-reason="…"`.
 func policyParams(f *policy.Finding) string {
 	var b strings.Builder
 	b.WriteString("; policy=")
-	b.WriteString(quoteHeader(f.File))
+	b.WriteString(quoteHeader(filepath.Base(f.File))) // the server's paths are not the crawler's business
 	b.WriteString("; policy-line=")
 	b.WriteString(strconv.Itoa(f.Line))
 	b.WriteString("; policy-kind=")

@@ -574,3 +574,64 @@ func TestPolicyAllocatesNothingWithout(t *testing.T) {
 		t.Errorf("no policy, yet the record has %+v", rec)
 	}
 }
+
+// TestPolicyPathNotShown: the crawler learns the policy file's name, never
+// where it lies on the server; the audit record keeps the whole path.
+func TestPolicyPathNotShown(t *testing.T) {
+	const path = "/etc/robotsgate/secret-dir/pol.yaml"
+	pol, err := policy.Parse(path, []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := startOrigin(t, originConfig{robots: testRobots})
+	p := startProxy(t, proxyConfig{policy: fixedPolicy{pol}})
+	for _, accept := range []string{"text/plain", "application/json"} {
+		h := ua(noTokUA)
+		h.Set("Accept", accept)
+		resp, body := do(t, p.client(), "GET", o.URL+"/shop/cart", h)
+		header := resp.Header.Get(decisionHeader)
+		if resp.StatusCode != http.StatusForbidden || strings.Contains(header+body, "secret-dir") ||
+			!strings.Contains(header, `policy="pol.yaml"`) || !strings.Contains(body, "pol.yaml") {
+			t.Errorf("Accept %s: %d %s\n%s", accept, resp.StatusCode, header, body)
+		}
+	}
+	for _, rec := range p.records() {
+		if rec.Policy.File != path {
+			t.Errorf("the record names %q, want %q", rec.Policy.File, path)
+		}
+	}
+}
+
+// TestPolicyBlindTunnelRefusedWhole: a tunnel robotsgate does not look into
+// is refused when a rule of the policy refuses every path on its site, as
+// when robots.txt does; a narrower rule cannot be enforced there and lets
+// it open.
+func TestPolicyBlindTunnelRefusedWhole(t *testing.T) {
+	pol := parsePolicy(t, `crawlers:
+  - token: walled
+    rules: ["Disallow: /"]
+  - token: narrow
+    rules: ["Disallow: /private/"]
+`)
+	o := startOrigin(t, originConfig{robots: testRobots, tls: true})
+	p := startProxy(t, proxyConfig{roots: o.roots, policy: fixedPolicy{pol}})
+	for _, tt := range []struct {
+		token string
+		want  int
+	}{{"walled", http.StatusForbidden}, {"narrow", http.StatusOK}} {
+		conn, resp := connect(t, p.addr, o.host(), tt.token+"/1.0")
+		header := resp.Header.Get(decisionHeader)
+		conn.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("%s: CONNECT %d, want %d", tt.token, resp.StatusCode, tt.want)
+		}
+		if tt.want == http.StatusForbidden && !strings.Contains(header, `policy-kind="rule"; policy-rule="Disallow: /"`) {
+			t.Errorf("%s: %s", tt.token, header)
+		}
+	}
+	if !slices.ContainsFunc(p.records(), func(rec audit.Record) bool {
+		return rec.Policy.Kind == "rule" && rec.Verdict == "disallow" && rec.Origin == "https://"+o.host()
+	}) {
+		t.Errorf("no record of the refused tunnel with its origin and the policy's rule: %+v", p.records())
+	}
+}

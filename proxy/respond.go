@@ -89,7 +89,7 @@ type forbiddenJSON struct {
 func forbiddenPage(req *http.Request, d *decision) *page {
 	p := &page{status: http.StatusForbidden, header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}}
 	if wantsJSON(req.Header.Get("Accept")) {
-		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.robotsDecision(), Policy: d.policyJSON()}
+		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.robotsDecision(), Policy: d.shownPolicyJSON()}
 		out.UserAgent, out.Token, out.Rule = shown(out.UserAgent), shown(out.Token), shown(out.Rule)
 		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
 		p.body = append(p.body, '\n')

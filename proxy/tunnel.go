@@ -80,6 +80,13 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 		return reject(d.failPage(perr.status, perr.why, nil))
 	}
 	tun.cred, _ = r.Context().Value(credentialKey{}).(*identity.Credential)
+	// A tunnel only ever relays TLS unless plain HTTP turns out to be in
+	// it, whose requests are judged one by one: its origin is HTTPS's.
+	origin, err := robots.OriginOf("https://" + tun.hostPort)
+	if err != nil {
+		return reject(d.failPage(http.StatusBadRequest, "the CONNECT target is not a host:port", err))
+	}
+	d.asked.origin = origin
 	if s.stopping.Load() {
 		return reject(d.failPage(http.StatusServiceUnavailable, "robotsgate is shutting down", nil))
 	}
@@ -115,14 +122,10 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 // open until what the tunnel carries is known.
 func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 	d.asked.blind = true
-	// A blind tunnel only ever relays TLS: it is judged as HTTPS whatever
-	// its port. Plain HTTP in it is read and judged request by request.
-	origin, err := robots.OriginOf("https://" + tun.hostPort)
-	if err != nil {
-		return d.failPage(http.StatusBadRequest, "the CONNECT target is not a host:port", err)
-	}
-	d.asked.origin = origin
-	result, info, err := s.opts.Rules.Get(d.fetchContext(r), origin)
+	// A blind tunnel only ever relays TLS: it is judged as HTTPS (its
+	// origin, set by handleConnect) whatever its port. Plain HTTP in it is
+	// read and judged request by request.
+	result, info, err := s.opts.Rules.Get(d.fetchContext(r), d.asked.origin)
 	if err != nil {
 		return d.failPage(http.StatusGatewayTimeout, "the client went away before robots.txt was fetched", err)
 	}
@@ -139,11 +142,12 @@ func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 		d.verdict = robots.Verdict{Allowed: true, Cause: robots.CauseNoMatchingRule, Detail: "tunnel not intercepted: only the host was judged"}
 	}
 	d.ruling = judged
+	byPolicy := d.verdict.Allowed && d.policyDisallowsAll()
 	if d.verdict.Allowed || s.opts.Mode != ModeEnforce {
 		// The requests inside cannot be seen: the tunnel is paced as one.
 		return d.pace(r, result)
 	}
-	if result.Outcome == robots.OutcomeUnreachable && result.Status == 0 {
+	if !byPolicy && result.Outcome == robots.OutcomeUnreachable && result.Status == 0 {
 		// No HTTPS answered on this port: it may well carry plain HTTP,
 		// whose requests are judged one by one. What the first byte
 		// says decides.

@@ -92,6 +92,19 @@ func (rs *ruleSet) refusal(pathAndQuery string) *Finding {
 	return rs.unjudged
 }
 
+// everything returns the Finding of the rule refusing every path, when
+// the rules refuse them all (robots.Robots.DisallowsAll), or nil.
+func (rs *ruleSet) everything() *Finding {
+	if rs == nil || !rs.hasDisallow {
+		return nil
+	}
+	v, all := rs.robots.DisallowsAll("*")
+	if !all || v.Rule == nil || v.Rule.Line >= len(rs.findings) {
+		return nil
+	}
+	return rs.findings[v.Rule.Line]
+}
+
 // exceptionSet is a site entry's exceptions as one robots.txt group.
 type exceptionSet struct {
 	robots   *robots.Robots

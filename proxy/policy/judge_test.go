@@ -193,3 +193,38 @@ func TestExampleFile(t *testing.T) {
 		t.Errorf("Notes %q", notes)
 	}
 }
+
+func TestDisallowsAll(t *testing.T) {
+	p := mustParse(t, `crawlers:
+  - token: walled
+    rules: ["Disallow: /"]
+  - token: partly
+    rules: ["Disallow: /", "Allow: /public/"]
+  - token: narrow
+    rules: ["Disallow: /private/"]
+sites:
+  - hosts: [closed.example]
+    tokens: [visitor]
+    rules: ["Disallow: /*"]
+`)
+	for _, tt := range []struct {
+		token, host string
+		line        int // of the rule refusing everything, 0 for none
+	}{
+		{"walled", "any.example", 3},
+		{"partly", "any.example", 0},
+		{"narrow", "any.example", 0},
+		{"visitor", "closed.example", 11},
+		{"visitor", "open.example", 0},
+		{"other", "closed.example", 0},
+	} {
+		m := p.Match("", tt.token, tt.host)
+		f := m.DisallowsAll()
+		switch {
+		case tt.line == 0 && f != nil:
+			t.Errorf("%s at %s: refused everything by %v", tt.token, tt.host, f)
+		case tt.line != 0 && (f == nil || f.Line != tt.line || f.Kind != KindRule):
+			t.Errorf("%s at %s: %v, want the rule of line %d", tt.token, tt.host, f, tt.line)
+		}
+	}
+}

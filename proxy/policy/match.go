@@ -143,6 +143,31 @@ func (m *Match) Judge(pathAndQuery string, v robots.Verdict) (allowed bool, f *F
 	return v.Allowed, nil
 }
 
+// DisallowsAll returns the rule of an applicable entry that refuses every
+// path on the site, or nil: what a proxy that cannot see paths (a tunnel
+// it does not intercept) can still enforce. Exceptions are not weighed:
+// they allow only what robots.txt refuses.
+func (m *Match) DisallowsAll() *Finding {
+	if !m.rules {
+		return nil
+	}
+	for _, list := range m.crawlers {
+		for _, c := range list {
+			if f := c.rules.everything(); f != nil {
+				return f
+			}
+		}
+	}
+	for _, s := range m.sites {
+		if s.rules != nil && s.appliesTo(m.user, m.token) {
+			if f := s.rules.everything(); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
 // MinDelay is the longest min_delay of the matching crawler entries, and
 // its Finding; 0 and nil when none sets one.
 func (m *Match) MinDelay() (time.Duration, *Finding) {
