@@ -353,10 +353,33 @@ func loadPolicy(cfg *config.Config, log *slog.Logger) (*live.File[*policy.Policy
 			for _, note := range p.Notes() {
 				log.Warn("policy: "+note, "file", path)
 			}
+			warnPolicySettings(cfg, p, log)
 			return p, nil
 		},
-		Attrs: func(p *policy.Policy) []any { return []any{"entries", p.Summary()} },
+		Replaces: (*policy.Policy).Replaces,
+		Attrs:    func(p *policy.Policy) []any { return []any{"entries", p.Summary()} },
 	})
+}
+
+// warnPolicySettings says which of p's entries the settings keep from
+// applying: pace bounds when nothing is paced, user entries when a bot may
+// leave its credential out.
+func warnPolicySettings(cfg *config.Config, p *policy.Policy, log *slog.Logger) {
+	if f := p.PaceBound(); f != nil && cfg.CrawlDelay == pace.ModeOff {
+		log.Warn("policy: ROBOTSGATE_CRAWL_DELAY=off paces nothing: the policy's min_delay and max_concurrency are not kept; set it to enforce, wait or audit",
+			"file", p.File(), "line", f.Line)
+	}
+	if !p.NamesUsers() {
+		return
+	}
+	switch cfg.Auth {
+	case identity.ModeOff:
+		log.Warn("policy: ROBOTSGATE_AUTH=off: no client authenticates, so the policy's user entries apply to none; set ROBOTSGATE_CREDENTIALS_FILE",
+			"file", p.File())
+	case identity.ModeOptional:
+		log.Warn("policy: ROBOTSGATE_AUTH=optional: a bot may leave its credential out and be judged as anonymous, by its token, outside its user entries; set ROBOTSGATE_AUTH=required to hold every bot to its own",
+			"file", p.File())
+	}
 }
 
 // reloads are what a SIGHUP reloads: the credentials file, the policy file

@@ -66,6 +66,10 @@ type Options[T any] struct {
 	// the file and line. Reloads wait for it (readers do not), so it must
 	// not call Reload.
 	Load func(path string, data []byte) (T, error)
+	// Replaces, if set, is asked on each reload whether next may replace
+	// the value in force, cur; its error refuses next as a Load error does
+	// (a file cut short to nothing, say).
+	Replaces func(next, cur T) error
 	// Attrs, if set, gives log attributes (key, value pairs) describing a
 	// value put in force, such as how many entries it has.
 	Attrs func(T) []any
@@ -296,6 +300,9 @@ func (f *File[T]) apply(data []byte, st stamp, start time.Time) error {
 		return nil
 	}
 	value, err := f.opts.Load(f.opts.Path, data)
+	if err == nil && f.opts.Replaces != nil {
+		err = f.opts.Replaces(value, cur.value)
+	}
 	if err != nil {
 		f.fail(err)
 		return err

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -529,5 +530,41 @@ func TestWatchWaitsForTheFileToHoldStill(t *testing.T) {
 	}
 	if got := reloads(fx.file, "ok"); got != 1 {
 		t.Errorf("%v files put in force, want 1", got)
+	}
+}
+
+// TestReplaces: a value Replaces refuses is not put in force, as one that
+// does not load; it is asked on reloads only, with the value in force.
+func TestReplaces(t *testing.T) {
+	t.Parallel()
+	var asked []string
+	fx := newFixture(t, "", func(o *Options[*doc]) {
+		o.Replaces = func(next, cur *doc) error {
+			asked = append(asked, cur.text+">"+next.text)
+			if next.text == "" && cur.text != "" {
+				return errors.New("empty file: kept the one in force")
+			}
+			return nil
+		}
+	})
+	for _, step := range []struct {
+		text, inForce string
+		refused       bool
+	}{
+		{"one\n", "one\n", false},
+		{"", "one\n", true},
+		{"two\n", "two\n", false},
+	} {
+		write(t, fx.path, step.text)
+		err := fx.file.Reload()
+		if (err != nil) != step.refused || fx.file.Current().text != step.inForce {
+			t.Errorf("reload of %q: err %v, in force %q; want refused %v, %q", step.text, err, fx.file.Current().text, step.refused, step.inForce)
+		}
+	}
+	if want := []string{">one\n", "one\n>", "one\n>two\n"}; !slices.Equal(asked, want) {
+		t.Errorf("Replaces asked %q, want %q (not at the first load)", asked, want)
+	}
+	if got := reloads(fx.file, "failed"); got != 1 {
+		t.Errorf("%v failed reloads counted, want 1", got)
 	}
 }

@@ -289,3 +289,69 @@ func robotsVerdict(t testing.TB, robotsTxt, path string) robots.Verdict {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestPaceBoundAndUsers(t *testing.T) {
+	for _, tt := range []struct {
+		file      string
+		paceLine  int
+		namesUser bool
+	}{
+		{"", 0, false},
+		{"crawlers:\n  - token: a\n    deny_sites: [x.example]\n", 0, false},
+		{"crawlers:\n  - token: a\n    purposes: [search]\n  - user: b\n    max_concurrency: 2\n", 5, true},
+		{"crawlers:\n  - token: a\n    min_delay: 1s\n", 3, false},
+		{"sites:\n  - hosts: [x.example]\n    users: [u]\n    rules: [\"Disallow: /a\"]\n", 0, true},
+	} {
+		p := mustParse(t, tt.file)
+		line := 0
+		if f := p.PaceBound(); f != nil {
+			line = f.Line
+		}
+		if line != tt.paceLine {
+			t.Errorf("%q: PaceBound at line %d, want %d", tt.file, line, tt.paceLine)
+		}
+		if got := p.NamesUsers(); got != tt.namesUser {
+			t.Errorf("%q: NamesUsers %v", tt.file, got)
+		}
+	}
+	var none *Policy
+	if none.PaceBound() != nil || none.NamesUsers() {
+		t.Error("a nil policy has bounds or users")
+	}
+}
+
+func TestBlank(t *testing.T) {
+	for file, blank := range map[string]bool{
+		"":                     true,
+		"\n# nothing yet\n\n":  true,
+		"crawlers: []\n":       false,
+		"sites: []\n# empty\n": false,
+		"crawlers:\nsites:\n":  false,
+	} {
+		if got := mustParse(t, file).Blank(); got != blank {
+			t.Errorf("%q: Blank %v, want %v", file, got, blank)
+		}
+	}
+}
+
+func TestReplaces(t *testing.T) {
+	blank, empty, some := mustParse(t, "# cut\n"), mustParse(t, "crawlers: []\n"), mustParse(t, "crawlers:\n  - token: a\n    deny_sites: [x.example]\n")
+	for _, tt := range []struct {
+		name      string
+		next, cur *Policy
+		refused   bool
+	}{
+		{"blank over a policy", blank, some, true},
+		{"blank over blank", blank, blank, false},
+		{"an empty list over a policy, on purpose", empty, some, false},
+		{"a policy over blank", some, blank, false},
+	} {
+		err := tt.next.Replaces(tt.cur)
+		if (err != nil) != tt.refused {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "p.yaml: the file is empty") {
+			t.Errorf("%s: %v does not name the file", tt.name, err)
+		}
+	}
+}

@@ -55,6 +55,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 	if root != nil {
 		ps.policy(p, root)
 	}
+	p.blank = root == nil
 	if len(ps.errs) > 0 {
 		if len(ps.errs) > maxErrors {
 			more := len(ps.errs) - maxErrors

@@ -121,6 +121,8 @@ type Policy struct {
 	file    string
 	version string
 	notes   []string
+	// blank: the file holds no YAML at all, not even an empty list.
+	blank bool
 
 	crawlers []*crawler
 	sites    []*site
@@ -224,4 +226,57 @@ func listText(key string, items []string) string {
 		b.WriteString(" []")
 	}
 	return b.String()
+}
+
+// PaceBound returns the first min_delay or max_concurrency of a crawler
+// entry, nil for none: a proxy that paces nothing does not keep them, and
+// says so.
+func (p *Policy) PaceBound() *Finding {
+	if p == nil {
+		return nil
+	}
+	for _, c := range p.crawlers {
+		if c.minDelayFinding != nil {
+			return c.minDelayFinding
+		}
+		if c.maxConcFinding != nil {
+			return c.maxConcFinding
+		}
+	}
+	return nil
+}
+
+// NamesUsers reports whether an entry names a credential's user: a crawler
+// entry's user, or a site entry's users. Such an entry binds only clients
+// that authenticate; a proxy that lets clients through without a
+// credential says so.
+func (p *Policy) NamesUsers() bool {
+	if p == nil {
+		return false
+	}
+	if len(p.byUser) > 0 {
+		return true
+	}
+	for _, s := range p.sites {
+		if len(s.users) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Blank reports whether the file held nothing but blank lines and
+// comments: a valid policy that does nothing, and also what a file cut
+// short to nothing looks like. `crawlers: []` says "nothing" on purpose.
+func (p *Policy) Blank() bool { return p != nil && p.blank }
+
+// Replaces says whether p may replace cur, the policy in force, on a
+// reload: a blank file (see Blank) does not replace one that says
+// something, since a file cut short to nothing would otherwise lift every
+// sandbox at once.
+func (p *Policy) Replaces(cur *Policy) error {
+	if p.Blank() && cur != nil && !cur.Blank() {
+		return &Error{File: p.file, Msg: "the file is empty, or comments only (cut short?): the policy in force stays; to lift every entry on purpose, write `crawlers: []`"}
+	}
+	return nil
 }

@@ -274,7 +274,9 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 	}
 	c.checked++
 	var decided *policy.Finding // what in the policy changed robots.txt's verdict
-	if c.policy != nil {
+	// The proxy lets a GET of exactly /robots.txt through unjudged, policy
+	// or not.
+	if c.policy != nil && path != "/robots.txt" {
 		if allowed, f := match.Judge(path, v); f != nil && (f.Kind != policy.KindRule || v.Allowed) {
 			decided, v.Allowed = f, allowed
 		}
@@ -299,7 +301,11 @@ func hostOf(rawURL string) (string, error) {
 	if err != nil || u.Host == "" {
 		return "", errors.New("no host")
 	}
-	return robots.CanonicalHost(u.Hostname())
+	host := u.Hostname()
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]" // an IPv6 address, as CanonicalHost reads one
+	}
+	return robots.CanonicalHost(host)
 }
 
 // print writes the verdict out, with the policy finding that decided it

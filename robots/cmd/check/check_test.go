@@ -393,6 +393,9 @@ func TestCheckPolicy(t *testing.T) {
 				"pol.yaml line 6: destination: deny_sites: intranet.example (the policy keeps archiver away from intranet.example)\n"},
 		{"without -user no user entry", []string{"-user-agent", "archiver", "https://intranet.example/"}, ExitAllowed,
 			"allowed\tarchiver\thttps://intranet.example/\tno matching rule\n"},
+		{"an IPv6 address is a site too", []string{"-user-agent", "scoped/1.0", "http://[::1]:8080/x"}, ExitDisallowed,
+			"disallowed\tscoped\thttp://[::1]:8080/x\tthe operator's policy keeps this crawler off this site: " +
+				"pol.yaml line 3: destination: allow_sites: example.com (scoped may visit only the sites allow_sites names)\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"-robots", robots, "-policy", pol}, c.args...)
@@ -483,5 +486,22 @@ func TestCheckPolicyErrors(t *testing.T) {
 	want := "allowed\tExampleBot\t" + url + "\tno matching rule\n"
 	if code, out, errOut := runEnv(t, pol, "-user-agent", "ExampleBot", "-robots", robots, "-policy", "", url); code != ExitAllowed || out != want {
 		t.Errorf(`-policy "": exit %d, %q (stderr %q); want robots.txt alone: %q`, code, out, errOut, want)
+	}
+}
+
+// TestCheckPolicyRobotsTxt: /robots.txt is let through, as the proxy lets a
+// GET of it through, whatever the policy's rules say; its own sites still
+// bound a crawler.
+func TestCheckPolicyRobotsTxt(t *testing.T) {
+	robots := robotsFile(t)
+	pol := writeFile(t, "pol.yaml", "crawlers:\n  - token: walled\n    rules: [\"Disallow: /\"]\n    allow_sites: [example.com]\n")
+	code, out, errOut := run(t, "", nil, "-robots", robots, "-policy", pol, "-user-agent", "walled",
+		"https://example.com/robots.txt", "https://example.com/a", "https://other.example/robots.txt")
+	want := "allowed\twalled\thttps://example.com/robots.txt\trobots.txt is always allowed\n" +
+		"disallowed\twalled\thttps://example.com/a\tpolicy: pol.yaml line 3: rule: Disallow: /\n" +
+		"disallowed\twalled\thttps://other.example/robots.txt\tthe operator's policy keeps this crawler off this site: " +
+		"pol.yaml line 4: destination: allow_sites: example.com (walled may visit only the sites allow_sites names)\n"
+	if code != ExitDisallowed || out != want {
+		t.Errorf("exit %d, output:\n%s\nwant:\n%s\nstderr: %s", code, out, want, errOut)
 	}
 }
