@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"robotsgate/robots"
@@ -63,18 +64,43 @@ func (s *site) appliesTo(user, token string) bool {
 	return false
 }
 
+// lazyRobots is robots.txt text compiled on first use: most entries of a
+// large policy speak for sites one instance never visits, and a compiled
+// group is many small objects the garbage collector would walk on every
+// cycle for nothing.
+type lazyRobots struct {
+	text string
+	once sync.Once
+	r    *robots.Robots
+}
+
+func (l *lazyRobots) get() *robots.Robots {
+	l.once.Do(func() { l.r = robots.Parser{MaxBytes: len(l.text) + 1}.Parse([]byte(l.text)) })
+	return l.r
+}
+
 // ruleSet is an entry's rules as a robots.txt group of their own.
 type ruleSet struct {
-	robots *robots.Robots
+	robots lazyRobots
 	// findings holds each rule's Finding by its line in the robots.txt
-	// text the rules were compiled into.
-	findings []*Finding
+	// text the rules were compiled into; lines that are no rule have a
+	// zero Finding.
+	findings []Finding
 	// hasDisallow: a set of Allow lines alone refuses nothing, and is not
 	// judged.
 	hasDisallow bool
 	// unjudged refuses a path the rules could not judge (more readings
 	// than robots.MaxReadings, or too costly).
-	unjudged *Finding
+	unjudged Finding
+}
+
+// at is the Finding of the rule at line of the compiled text, nil for
+// none.
+func at(findings []Finding, line int) *Finding {
+	if line <= 0 || line >= len(findings) || findings[line].Line == 0 {
+		return nil
+	}
+	return &findings[line]
 }
 
 // refusal returns the Finding that refuses pathAndQuery, or nil.
@@ -82,14 +108,16 @@ func (rs *ruleSet) refusal(pathAndQuery string) *Finding {
 	if rs == nil || !rs.hasDisallow {
 		return nil
 	}
-	v := rs.robots.CheckReadings("*", pathAndQuery)
-	switch {
-	case v.Allowed:
+	v := rs.robots.get().CheckReadings("*", pathAndQuery)
+	if v.Allowed {
 		return nil
-	case v.Cause == robots.CauseRule && v.Rule != nil && v.Rule.Line < len(rs.findings) && rs.findings[v.Rule.Line] != nil:
-		return rs.findings[v.Rule.Line]
 	}
-	return rs.unjudged
+	if v.Cause == robots.CauseRule && v.Rule != nil {
+		if f := at(rs.findings, v.Rule.Line); f != nil {
+			return f
+		}
+	}
+	return &rs.unjudged
 }
 
 // everything returns the Finding of the rule refusing every path, when
@@ -98,17 +126,17 @@ func (rs *ruleSet) everything() *Finding {
 	if rs == nil || !rs.hasDisallow {
 		return nil
 	}
-	v, all := rs.robots.DisallowsAll("*")
-	if !all || v.Rule == nil || v.Rule.Line >= len(rs.findings) {
+	v, all := rs.robots.get().DisallowsAll("*")
+	if !all || v.Rule == nil {
 		return nil
 	}
-	return rs.findings[v.Rule.Line]
+	return at(rs.findings, v.Rule.Line)
 }
 
 // exceptionSet is a site entry's exceptions as one robots.txt group.
 type exceptionSet struct {
-	robots   *robots.Robots
-	findings []*Finding // by line in the compiled text
+	robots   lazyRobots
+	findings []Finding // by line in the compiled text, as ruleSet's
 }
 
 // covering returns the exception allowing pathAndQuery, or nil: every
@@ -119,11 +147,11 @@ func (es *exceptionSet) covering(pathAndQuery string) *Finding {
 	if es == nil {
 		return nil
 	}
-	v := es.robots.CheckReadings("*", pathAndQuery)
-	if !v.Allowed || v.Cause != robots.CauseRule || v.Rule == nil || !v.Rule.Allow || v.Rule.Implied || v.Rule.Line >= len(es.findings) {
+	v := es.robots.get().CheckReadings("*", pathAndQuery)
+	if !v.Allowed || v.Cause != robots.CauseRule || v.Rule == nil || !v.Rule.Allow || v.Rule.Implied {
 		return nil
 	}
-	return es.findings[v.Rule.Line]
+	return at(es.findings, v.Rule.Line)
 }
 
 // compile builds the lookups of a parsed policy.

@@ -527,11 +527,11 @@ func (ps *parser) rules(f field, reason string) (*ruleSet, bool) {
 	if len(lines) == 0 {
 		return nil, true
 	}
-	rs := &ruleSet{unjudged: &Finding{File: ps.file, Line: f.key.Line, Kind: KindRule,
+	rs := &ruleSet{unjudged: Finding{File: ps.file, Line: f.key.Line, Kind: KindRule,
 		Rule: "rules: the path has too many readings, or is too costly, to judge", Reason: reason}}
 	var text strings.Builder
 	text.WriteString("User-agent: *\n")
-	rs.findings = make([]*Finding, 2, len(lines)+2) // robots.txt lines 1 (User-agent) and 0
+	rs.findings = make([]Finding, 2, len(lines)+2) // robots.txt lines 1 (User-agent) and 0
 	good := true
 	for i, line := range lines {
 		allow, pattern, msg := parseRuleLine(line)
@@ -547,13 +547,13 @@ func (ps *parser) rules(f field, reason string) (*ruleSet, bool) {
 			rs.hasDisallow = true
 		}
 		text.WriteString(key + ": " + pattern + "\n")
-		rs.findings = append(rs.findings, &Finding{File: ps.file, Line: items[i].Line, Kind: KindRule,
+		rs.findings = append(rs.findings, Finding{File: ps.file, Line: items[i].Line, Kind: KindRule,
 			Rule: key + ": " + pattern, Reason: reason})
 	}
 	if !good {
 		return nil, false
 	}
-	rs.robots = robots.Parser{MaxBytes: text.Len() + 1}.Parse([]byte(text.String()))
+	rs.robots.text = text.String()
 	return rs, true
 }
 
@@ -569,7 +569,7 @@ func (ps *parser) exceptions(f field) (*exceptionSet, int, bool) {
 	if len(items) == 0 {
 		return nil, 0, true
 	}
-	es := &exceptionSet{findings: make([]*Finding, 3, len(items)+3)} // lines 0, 1 and 2 are no exception
+	es := &exceptionSet{findings: make([]Finding, 3, len(items)+3)} // lines 0, 1 and 2 are no exception
 	var text strings.Builder
 	text.WriteString("User-agent: *\nDisallow: /\n")
 	good := true
@@ -611,13 +611,13 @@ func (ps *parser) exceptions(f field) (*exceptionSet, int, bool) {
 			continue
 		}
 		text.WriteString("Allow: " + pattern + "\n")
-		es.findings = append(es.findings, &Finding{File: ps.file, Line: allow.key.Line, Kind: KindException,
+		es.findings = append(es.findings, Finding{File: ps.file, Line: allow.key.Line, Kind: KindException,
 			Rule: "allow: " + pattern, Reason: why})
 	}
 	if !good {
 		return nil, 0, false
 	}
-	es.robots = robots.Parser{MaxBytes: text.Len() + 1}.Parse([]byte(text.String()))
+	es.robots.text = text.String()
 	return es, len(items), true
 }
 
