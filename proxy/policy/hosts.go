@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -171,14 +172,24 @@ func (s *hostSet) lookup(host string) *Finding {
 	if len(s.under) == 0 || isIP(host) {
 		return nil
 	}
-	for rest := host; ; {
-		dot := strings.IndexByte(rest, '.')
-		if dot < 0 {
-			return nil
-		}
-		rest = rest[dot+1:]
-		if f := s.under[rest]; f != nil {
+	for name := range above(host) {
+		if f := s.under[name]; f != nil {
 			return f
+		}
+	}
+	return nil
+}
+
+// above yields the names a host lies under, nearest first: for
+// a.b.example.com, b.example.com, example.com and com.
+func above(host string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for rest := host; ; {
+			dot := strings.IndexByte(rest, '.')
+			if dot < 0 || !yield(rest[dot+1:]) {
+				return
+			}
+			rest = rest[dot+1:]
 		}
 	}
 }
@@ -260,14 +271,10 @@ func (x *siteIndex) lookup(host string) []*site {
 	if isIP(host) {
 		return nil
 	}
-	for rest := host; ; {
-		dot := strings.IndexByte(rest, '.')
-		if dot < 0 {
-			return nil
-		}
-		rest = rest[dot+1:]
-		if n := x.nodes[rest]; n != nil {
+	for name := range above(host) {
+		if n := x.nodes[name]; n != nil {
 			return n.below
 		}
 	}
+	return nil
 }
