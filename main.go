@@ -276,7 +276,8 @@ func serveWith(cfg *config.Config, log *slog.Logger, policyFile *live.File[*poli
 	}
 	policyInForce := "none" // the version, for a fleet's instances to compare
 	if policyFile != nil {
-		policyInForce = policyFile.State().String()
+		st := policyFile.State()
+		policyInForce = st.Path + " version " + st.Version
 	}
 	log.Info("robotsgate listening", "version", buildVersion(), "addr", ln.Addr().String(), "mode", cfg.Mode,
 		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "crawl_delay", cfg.CrawlDelay, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String(),

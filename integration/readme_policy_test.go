@@ -8,8 +8,9 @@ import (
 )
 
 // TestReadmePolicyExample loads the policy README.md shows and judges with
-// it as its prose says: acme is kept to *.acme.example, and archiver's
-// exception lets it fetch what robots.txt disallows on example.com.
+// it as its prose says: acme is kept to *.acme.example, GPTBot off
+// example.org (line 5, as the prose says), and archiver's exception lets
+// it fetch what robots.txt disallows on example.com.
 func TestReadmePolicyExample(t *testing.T) {
 	t.Parallel()
 	example := yamlBlock(t, readFile(t, "README.md"))
@@ -30,7 +31,9 @@ func TestReadmePolicyExample(t *testing.T) {
 		{[]string{"-user", "acme", "-user-agent", "acme", "https://example.com/a"},
 			"disallowed\tacme\thttps://example.com/a\tthe operator's policy keeps this crawler off this site: policy.yaml line 3: destination: allow_sites: *.acme.example"},
 		{[]string{"-user", "archiver", "-user-agent", "archiver", "https://www.example.com/reports/2026.pdf"},
-			"allowed\tarchiver\thttps://www.example.com/reports/2026.pdf\tpolicy: policy.yaml line 9: exception: allow: /reports/"},
+			"allowed\tarchiver\thttps://www.example.com/reports/2026.pdf\tpolicy: policy.yaml line 10: exception: allow: /reports/"},
+		{[]string{"-user-agent", "Mozilla/5.0 (compatible; GPTBot/1.2)", "http://www.example.org/"},
+			"disallowed\tGPTBot\thttp://www.example.org/\tthe operator's policy keeps this crawler off this site: policy.yaml line 5: destination: deny_sites: domain:example.org"},
 		{[]string{"-user-agent", "archiver", "https://www.example.com/reports/2026.pdf"},
 			"disallowed\tarchiver\thttps://www.example.com/reports/2026.pdf\tdisallow: /reports/"},
 	} {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -57,11 +56,7 @@ func (d *decision) applyPolicy(r *http.Request, host string) *page {
 	d.finish()
 	p := &page{status: http.StatusForbidden, header: http.Header{}}
 	if wantsJSON(r.Header.Get("Accept")) {
-		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.robotsDecision(), Policy: d.shownPolicyJSON()}
-		out.UserAgent, out.Token = shown(out.UserAgent), shown(out.Token)
-		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
-		p.body = append(p.body, '\n')
-		p.header.Set("Content-Type", "application/json")
+		p.setJSON(d)
 	} else {
 		var b bytes.Buffer
 		b.WriteString("403 Forbidden: the operator's policy keeps this crawler off this site; robotsgate does not connect there.\n\n")
@@ -203,7 +198,7 @@ func findingJSON(f *policy.Finding) audit.PolicyFinding {
 
 // policyParams renders f as X-Robotsgate-Decision's parameters:
 // `; policy="policy.yaml"; policy-line=12;
-// policy-kind="exception"; policy-rule="Allow: /reports/"; policy-reason="…"`.
+// policy-kind="exception"; policy-rule="allow: /reports/"; policy-reason="…"`.
 func policyParams(f *policy.Finding) string {
 	var b strings.Builder
 	b.WriteString("; policy=")

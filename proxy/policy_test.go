@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -211,6 +212,11 @@ func TestPolicyDestination(t *testing.T) {
 			if rec.Verdict != "disallow" || rec.Reason != wantReason || rec.Status != 403 || rec.Forwarded ||
 				rec.RobotsCache != "" || rec.RobotsOutcome != "" || rec.DeniedDestination || rec.Mode != string(tt.mode) {
 				t.Errorf("record: %+v", rec)
+			}
+			// A refused CONNECT names the origin it was for, so that the
+			// report lists it by origin and rule.
+			if wantOrigin := "https://" + o.host(); tt.how == "connect" && rec.Origin != wantOrigin {
+				t.Errorf("the CONNECT's record names origin %q, want %q", rec.Origin, wantOrigin)
 			}
 		})
 	}
@@ -633,5 +639,36 @@ func TestPolicyBlindTunnelRefusedWhole(t *testing.T) {
 		return rec.Policy.Kind == "rule" && rec.Verdict == "disallow" && rec.Origin == "https://"+o.host()
 	}) {
 		t.Errorf("no record of the refused tunnel with its origin and the policy's rule: %+v", p.records())
+	}
+}
+
+// TestPolicyBlindTunnelCarryingPlainHTTP: in audit mode a tunnel the policy
+// would refuse whole opens; once it turns out to carry plain HTTP, the
+// policy speaks for each request in it, not for the tunnel, whose record
+// names no policy finding. (The origin speaks TLS, so that its robots.txt
+// is read and the policy, not an unreachable robots.txt, judges the
+// tunnel.)
+func TestPolicyBlindTunnelCarryingPlainHTTP(t *testing.T) {
+	pol := parsePolicy(t, "crawlers:\n  - token: walled\n    rules: [\"Disallow: /\"]\n")
+	o := startOrigin(t, originConfig{robots: testRobots, tls: true})
+	p := startProxy(t, proxyConfig{mode: ModeAudit, roots: o.roots, policy: fixedPolicy{pol}})
+	conn, resp := connect(t, p.addr, o.host(), "walled/1.0")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT in audit mode: %d, want 200", resp.StatusCode)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "GET /page HTTP/1.1\r\nHost: "+o.host()+"\r\nUser-Agent: walled/1.0\r\n\r\n")
+	inner, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner.Body.Close()
+	records := p.records()
+	tunnel := recordFor(t, records, "CONNECT", o.host())
+	if tunnel.Verdict != "allow" || tunnel.Policy != (audit.PolicyFinding{}) || tunnel.PolicyVersion != pol.Version() {
+		t.Errorf("the tunnel's record: verdict %q, policy %+v, version %q", tunnel.Verdict, tunnel.Policy, tunnel.PolicyVersion)
+	}
+	if rec := recordFor(t, records, "GET", "http://"+o.host()+"/page"); rec.Policy.Kind != "rule" || rec.Verdict != "disallow" {
+		t.Errorf("the request inside: verdict %q, policy %+v", rec.Verdict, rec.Policy)
 	}
 }

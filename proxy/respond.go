@@ -75,6 +75,16 @@ func quoteHeader(s string) string {
 	return b.String()
 }
 
+// setJSON makes p's body the refusal d in JSON: the decision in the words
+// of the audit record and check -json.
+func (p *page) setJSON(d *decision) {
+	out := forbiddenJSON{Status: p.status, Decision: d.robotsDecision(), Policy: d.shownPolicyJSON()}
+	out.UserAgent, out.Token, out.Rule = shown(out.UserAgent), shown(out.Token), shown(out.Rule)
+	p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
+	p.body = append(p.body, '\n')
+	p.header.Set("Content-Type", "application/json")
+}
+
 // forbiddenJSON is the 403 body for clients that accept only JSON: the
 // decision in the words of the audit record and check -json.
 type forbiddenJSON struct {
@@ -89,11 +99,7 @@ type forbiddenJSON struct {
 func forbiddenPage(req *http.Request, d *decision) *page {
 	p := &page{status: http.StatusForbidden, header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}}
 	if wantsJSON(req.Header.Get("Accept")) {
-		out := forbiddenJSON{Status: http.StatusForbidden, Decision: d.robotsDecision(), Policy: d.shownPolicyJSON()}
-		out.UserAgent, out.Token, out.Rule = shown(out.UserAgent), shown(out.Token), shown(out.Rule)
-		p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
-		p.body = append(p.body, '\n')
-		p.header.Set("Content-Type", "application/json")
+		p.setJSON(d)
 	} else if f := d.decidedByPolicy(); f != nil {
 		p.body = policyForbiddenText(d, f)
 	} else {

@@ -71,6 +71,7 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 	r := pctx.Req
 	d := s.newDecision(r, nil)
 	d.asked.url = redactUserinfo(r.RequestURI)
+	d.asked.blind = true // a CONNECT names a host, no path: only that is judged here
 	reject := func(p *page) (*goproxy.ConnectAction, string) {
 		pctx.Resp = p.response(r)
 		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, r.RequestURI
@@ -121,7 +122,6 @@ func (s *Server) handleConnect(_ string, pctx *goproxy.ProxyCtx) (*goproxy.Conne
 // returns the refusal, or nil with d's verdict noted and its record left
 // open until what the tunnel carries is known.
 func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
-	d.asked.blind = true
 	// A blind tunnel only ever relays TLS: it is judged as HTTPS (its
 	// origin, set by handleConnect) whatever its port. Plain HTTP in it is
 	// read and judged request by request.
@@ -236,6 +236,9 @@ func (d *decision) carriesPlainHTTP(tun *tunnel) {
 	d.asked.origin, _ = robots.OriginOf("http://" + tun.hostPort) // checked as host:port already
 	d.asked.blind = false
 	d.lookup, d.delay, d.admission = lookup{}, pace.Delay{}, pace.Admission{}
+	if d.policy != nil { // nor does the policy speak for the tunnel: it does for each request
+		d.policy.finding, d.policy.paceFinding, d.policy.concurrencyFinding = nil, nil, nil
+	}
 	d.ruling, d.why = passedUnjudged, "the tunnel carries plain HTTP: each request in it is judged"
 	d.finish()
 }

@@ -58,7 +58,7 @@ type Record struct {
 	UAMismatch   bool    `json:"ua_mismatch,omitempty"`
 	Origin       string  `json:"origin,omitempty"`       // whose robots.txt applies
 	Tunnel       string  `json:"tunnel,omitempty"`       // the CONNECT target, for requests inside an intercepted tunnel
-	PathsChecked bool    `json:"paths_checked"`          // false for a tunnel that was not intercepted: only the host was judged
+	PathsChecked bool    `json:"paths_checked"`          // false for a CONNECT (a tunnel not intercepted, or refused before it opened): only the host was judged
 	RobotsCache  string  `json:"robots_cache,omitempty"` // hit, loaded, or stale (origin unreachable, last good copy obeyed)
 
 	// CrawlDelay is the interval, in seconds, in force between requests

@@ -71,11 +71,6 @@ func (p *Policy) Match(user, token, host string) Match {
 	return m
 }
 
-// Applies reports whether any entry of the policy applies.
-func (m *Match) Applies() bool {
-	return m.crawlers[0] != nil || m.crawlers[1] != nil || m.crawlers[2] != nil || m.rules || m.exceptions
-}
-
 // Destination returns the Finding that keeps the crawler from the host,
 // or nil when it may go there: each matching crawler entry's allow_sites
 // must name the host, and no deny_sites may.

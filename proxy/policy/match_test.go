@@ -242,7 +242,7 @@ func TestNothingApplies(t *testing.T) {
 	var nilPolicy *Policy
 	p := mustParse(t, "sites:\n  - hosts: [example.com]\n    users: [a]\n    rules: [\"Disallow: /\"]\n")
 	for _, m := range []*Match{ptr(nilPolicy.Match("a", "b", "example.com")), ptr(p.Match("", "a", "example.com")), ptr(p.Match("a", "a", "example.org"))} {
-		if m.Applies() || m.Destination() != nil || m.Purposes() != nil {
+		if m.Destination() != nil || m.Purposes() != nil {
 			t.Errorf("%+v applies", m)
 		}
 		if ok, f := m.Judge("/", allowed); !ok || f != nil {
@@ -326,7 +326,8 @@ func TestBlank(t *testing.T) {
 		"\n# nothing yet\n\n":  true,
 		"crawlers: []\n":       false,
 		"sites: []\n# empty\n": false,
-		"crawlers:\nsites:\n":  false,
+		"crawlers:\nsites:\n":  true,
+		"crawlers:\n# cut\n":   true,
 	} {
 		if got := mustParse(t, file).Blank(); got != blank {
 			t.Errorf("%q: Blank %v, want %v", file, got, blank)
@@ -345,6 +346,8 @@ func TestReplaces(t *testing.T) {
 		{"blank over blank", blank, blank, false},
 		{"an empty list over a policy, on purpose", empty, some, false},
 		{"a policy over blank", some, blank, false},
+		{"blank over an empty list", blank, empty, false},
+		{"a key left without its list, over a policy", mustParse(t, "crawlers:\n"), some, true},
 	} {
 		err := tt.next.Replaces(tt.cur)
 		if (err != nil) != tt.refused {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,11 +53,14 @@ func Parse(name string, data []byte) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.blank = true
 	if root != nil {
 		ps.policy(p, root)
 	}
-	p.blank = root == nil
 	if len(ps.errs) > 0 {
+		// In the order of the file, so that the first listed are the first
+		// to fix.
+		slices.SortStableFunc(ps.errs, func(a, b error) int { return lineOfError(a) - lineOfError(b) })
 		if len(ps.errs) > maxErrors {
 			more := len(ps.errs) - maxErrors
 			ps.errs = append(ps.errs[:maxErrors], &Error{File: name, Msg: fmt.Sprintf("and %d more errors", more)})
@@ -127,13 +131,28 @@ func yamlError(name string, data []byte, err error) error {
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		msg = m[2]
-		if text := lineOf(data, line); strings.TrimLeft(text, " ") != strings.TrimLeft(text, " \t") {
+		switch text := lineOf(data, line); {
+		case strings.TrimLeft(text, " ") != strings.TrimLeft(text, " \t"):
 			msg += " (a tab: YAML indents with spaces, not tabs)"
+		case unquotedStar.MatchString(text):
+			msg += ` (YAML reads a value starting with * as an alias: quote it, "*.example.com", "*")`
 		}
 		return &Error{File: name, Line: line, Msg: msg}
 	}
 	return &Error{File: name, Msg: strings.TrimPrefix(msg, "yaml: ")}
 }
+
+// lineOfError is the line an error of the parser names, 0 for none.
+func lineOfError(err error) int {
+	if e, ok := err.(*Error); ok {
+		return e.Line
+	}
+	return 0
+}
+
+// unquotedStar finds a value starting with an unquoted '*': after a key,
+// a list's dash, or '[' or ',' in a flow list.
+var unquotedStar = regexp.MustCompile(`(:|-|\[|,)\s*\*`)
 
 // lineOf returns line n (from 1) of data, "" past its end.
 func lineOf(data []byte, n int) string {
@@ -308,12 +327,18 @@ func (ps *parser) strs(f field, check func(string) string) ([]string, []*yaml.No
 }
 
 func (ps *parser) policy(p *Policy, root *yaml.Node) {
+	p.blank = true // until an entry, or a list said empty on purpose
 	if isNull(root) {
 		return // a document of comments only
 	}
 	top, ok := ps.fields(root, "the policy file", topKeys)
 	if !ok {
 		return
+	}
+	for _, f := range top {
+		if f.value.Kind == yaml.SequenceNode {
+			p.blank = false
+		}
 	}
 	if f, ok := top["crawlers"]; ok && !isNull(f.value) {
 		items, _ := ps.list(f)

@@ -121,7 +121,7 @@ type Policy struct {
 	file    string
 	version string
 	notes   []string
-	// blank: the file holds no YAML at all, not even an empty list.
+	// blank: the file has no entry, and no list said empty on purpose.
 	blank bool
 
 	crawlers []*crawler
@@ -265,17 +265,17 @@ func (p *Policy) NamesUsers() bool {
 	return false
 }
 
-// Blank reports whether the file held nothing but blank lines and
-// comments: a valid policy that does nothing, and also what a file cut
-// short to nothing looks like. `crawlers: []` says "nothing" on purpose.
+// Blank reports whether the file holds no entry, and no list said empty
+// on purpose (`crawlers: []`): nothing but comments, or `crawlers:` with
+// nothing under it. A valid policy that does nothing, and also what a
+// file cut short looks like.
 func (p *Policy) Blank() bool { return p != nil && p.blank }
 
 // Replaces says whether p may replace cur, the policy in force, on a
-// reload: a blank file (see Blank) does not replace one that says
-// something, since a file cut short to nothing would otherwise lift every
-// sandbox at once.
+// reload: a blank file (see Blank) does not replace one with entries,
+// since a file cut short would otherwise lift every sandbox at once.
 func (p *Policy) Replaces(cur *Policy) error {
-	if p.Blank() && cur != nil && !cur.Blank() {
+	if p.Blank() && cur != nil && len(cur.crawlers)+len(cur.sites) > 0 {
 		return &Error{File: p.file, Msg: "the file is empty, or comments only (cut short?): the policy in force stays; to lift every entry on purpose, write `crawlers: []`"}
 	}
 	return nil

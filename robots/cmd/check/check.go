@@ -106,6 +106,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return ExitUsage
 	}
 	c := &checker{env: env, token: robots.ProductToken(*userAgent), user: *user, json: *asJSON, fetched: make(map[string]*fetch.Result)}
+	flags.Visit(func(f *flag.Flag) { c.policyGiven = c.policyGiven || f.Name == "policy" })
 	if *policyFile != "" {
 		data, err := os.ReadFile(*policyFile)
 		if err == nil {
@@ -115,8 +116,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 			fmt.Fprintf(env.Stderr, "robotsgate check: -policy: %v\n", err)
 			return ExitUsage
 		}
-		for _, note := range c.policy.Notes() {
-			fmt.Fprintf(env.Stderr, "robotsgate check: %s: note: %s\n", *policyFile, note)
+		if c.policyGiven { // a file being tried: what it grants is worth a word
+			for _, note := range c.policy.Notes() {
+				fmt.Fprintf(env.Stderr, "robotsgate check: note: %s\n", note)
+			}
 		}
 	} else if *user != "" {
 		fmt.Fprintln(env.Stderr, "robotsgate check: -user names a policy's crawler: give a policy with -policy FILE")
@@ -212,10 +215,13 @@ type checker struct {
 	file      *robots.Robots
 	fileName  string
 	// policy, when set, judges beside robots.txt, as user (a credential's
-	// name, "" for anonymous).
-	policy  *policy.Policy
-	user    string
-	fetched map[string]*fetch.Result // by origin: each is fetched once
+	// name, "" for anonymous); policyGiven says -policy named it, rather
+	// than ROBOTSGATE_POLICY. bareSaid: bare paths were said to be judged
+	// without the policy.
+	policy                *policy.Policy
+	user                  string
+	policyGiven, bareSaid bool
+	fetched               map[string]*fetch.Result // by origin: each is fetched once
 
 	checked, disallowed, inputErrors int
 }
@@ -234,12 +240,19 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 	var match policy.Match
 	if c.policy != nil {
 		host, err := hostOf(rawURL)
-		if err != nil {
+		switch {
+		case err != nil && c.policyGiven:
 			fmt.Fprintf(c.env.Stderr, "robotsgate check: %q: %v (a policy judges by site: give whole URLs)\n", rawURL, err)
 			c.inputErrors++
 			return true
+		case err != nil:
+			if !c.bareSaid {
+				c.bareSaid = true
+				fmt.Fprintln(c.env.Stderr, "robotsgate check: bare paths are judged without the policy of ROBOTSGATE_POLICY, which judges by site: give whole URLs to judge with it")
+			}
+		default:
+			match = c.policy.Match(c.user, c.token, host)
 		}
-		match = c.policy.Match(c.user, c.token, host)
 		if f := match.Destination(); f != nil {
 			// The proxy refuses before it looks robots.txt up: so does check.
 			c.checked++

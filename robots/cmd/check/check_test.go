@@ -505,3 +505,22 @@ func TestCheckPolicyRobotsTxt(t *testing.T) {
 		t.Errorf("exit %d, output:\n%s\nwant:\n%s\nstderr: %s", code, out, want, errOut)
 	}
 }
+
+// TestCheckBarePathsWithoutTheDefaultPolicy: ROBOTSGATE_POLICY alone does
+// not turn bare paths into input errors: they are judged by robots.txt,
+// and standard error says once that the policy was not applied; -policy
+// given on purpose wants whole URLs.
+func TestCheckBarePathsWithoutTheDefaultPolicy(t *testing.T) {
+	robots, pol := robotsFile(t), writeFile(t, "pol.yaml", checkPolicy)
+	code, out, errOut := runEnv(t, pol, "-robots", robots, "-user-agent", "ExampleBot", "/private/a", "/shop/cart")
+	want := "disallowed\tExampleBot\t/private/a\tdisallow: /private/ (line 2)\nallowed\tExampleBot\t/shop/cart\tno matching rule\n"
+	if code != ExitDisallowed || out != want || strings.Count(errOut, "bare paths are judged without the policy") != 1 {
+		t.Errorf("exit %d, output:\n%s\nstderr:\n%s\nwant exit 1, output:\n%s\nand one word on stderr", code, out, errOut, want)
+	}
+	if strings.Contains(errOut, "note:") {
+		t.Errorf("the notes of a policy not being tried were printed:\n%s", errOut)
+	}
+	if code, _, errOut := runEnv(t, pol, "-robots", robots, "-policy", pol, "-user-agent", "ExampleBot", "/private/a"); code != ExitUsage || !strings.Contains(errOut, "give whole URLs") {
+		t.Errorf("-policy given with a bare path: exit %d, stderr %s", code, errOut)
+	}
+}
