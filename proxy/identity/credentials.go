@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
@@ -40,27 +38,6 @@ const maxFileBytes = 64 << 20
 
 // maxCost is the highest bcrypt cost accepted, htpasswd's own limit.
 const maxCost = 17
-
-// LoadCredentials reads and parses the credentials file at path.
-func LoadCredentials(path string) (*Credentials, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > maxFileBytes {
-		return nil, fmt.Errorf("%s is larger than %d MiB", path, maxFileBytes>>20)
-	}
-	creds, err := ParseCredentials(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return creds, nil
-}
 
 // ParseCredentials parses an htpasswd file whose hashes are bcrypt (as
 // "htpasswd -B" makes them): one "name:hash" or "name:hash:token" per

@@ -97,18 +97,18 @@ func TestParseCredentialsRejects(t *testing.T) {
 	}
 }
 
-func TestLoadCredentialsNamesTheFile(t *testing.T) {
+func TestCredentialsFileErrorsNameTheFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "credentials")
 	if err := os.WriteFile(path, []byte("acme:{SHA}x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := LoadCredentials(path)
+	_, err := New(Options{CredentialsFile: path})
 	if err == nil || !strings.Contains(err.Error(), path+": line 1:") {
-		t.Errorf("LoadCredentials = %v, want the path and the line", err)
+		t.Errorf("New = %v, want the path and the line", err)
 	}
-	if _, err := LoadCredentials(path + ".missing"); err == nil {
-		t.Error("a missing file loaded")
+	if _, err := New(Options{CredentialsFile: path + ".missing"}); err == nil || !strings.Contains(err.Error(), path+".missing") {
+		t.Errorf("a missing file: %v", err)
 	}
 }
 
