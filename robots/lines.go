@@ -38,6 +38,12 @@ const (
 	// DirectiveRequestRate is Yandex's per-group request rate, "1/5":
 	// at most one request every five seconds.
 	DirectiveRequestRate
+	// DirectiveContentUsage is an IETF AI Preferences usage line
+	// (draft-ietf-aipref-attach): "Content-Usage: /articles/ train-ai=n".
+	DirectiveContentUsage
+	// DirectiveContentSignal is Cloudflare's Content Signals line:
+	// "Content-Signal: search=yes, ai-train=no".
+	DirectiveContentSignal
 )
 
 func (d Directive) String() string {
@@ -60,6 +66,10 @@ func (d Directive) String() string {
 		return "unsupported"
 	case DirectiveRequestRate:
 		return "request-rate"
+	case DirectiveContentUsage:
+		return "content-usage"
+	case DirectiveContentSignal:
+		return "content-signal"
 	}
 	return "directive(" + strconv.Itoa(int(d)) + ")"
 }
