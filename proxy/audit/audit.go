@@ -113,8 +113,17 @@ type Record struct {
 	// PolicyVersion is the version of the policy file in force, on every
 	// record while one is loaded.
 	PolicyVersion string `json:"policy_version,omitempty"`
-	// Purposes are the crawler's purposes the policy declares.
+	// Purposes are the crawler's declared purposes: the policy's, else
+	// ROBOTSGATE_PURPOSES'.
 	Purposes []string `json:"purposes,omitempty"`
+	// Usage is the site's usage preference that refused one of the
+	// crawler's purposes (refused before the fetch, withheld after it, or
+	// only recorded); zero, and absent from the line, when none did.
+	Usage UsageFinding `json:"usage,omitzero"`
+	// UsageStated are the usage preferences the site states for this
+	// request, robots.txt's and the response's: "content-signal
+	// ai-train=no".
+	UsageStated []string `json:"usage_stated,omitempty"`
 
 	Mode string `json:"mode"` // enforce or audit
 	// Forwarded says the request went to the origin: the origin answered,
@@ -142,6 +151,31 @@ type PolicyFinding struct {
 	Rule   string `json:"rule,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
+
+// UsageFinding is the usage preference behind a refusal: its form, where
+// it is stated (a robots.txt line or a response header), the label and
+// value, the crawler's purpose it refuses, and what robotsgate did.
+type UsageFinding struct {
+	Form    string `json:"form,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Header  string `json:"header,omitempty"`
+	Label   string `json:"label,omitempty"`
+	Value   string `json:"value,omitempty"`
+	Purpose string `json:"purpose,omitempty"`
+	// Verdict is one of the Usage* constants.
+	Verdict string `json:"verdict,omitempty"`
+}
+
+// Verdicts of [UsageFinding].
+const (
+	// UsageRefused: answered 403 before the fetch; the origin saw nothing.
+	UsageRefused = "refused"
+	// UsageWithheld: the origin answered; its body was not delivered.
+	UsageWithheld = "withheld"
+	// UsageRecorded: forwarded and delivered; enforcement would have
+	// refused or withheld it (audit mode, or responses only recorded).
+	UsageRecorded = "recorded"
+)
 
 // Kinds of [PolicyFinding].
 const (
@@ -503,13 +537,16 @@ func (w *Writer) Close() error {
 // Bounds of a record's fields. Each text field's is in bytes of the log
 // line, JSON escaping counted; README.md's audit log table lists them.
 const (
-	targetBound = 2048 // url, reading: a request target may take 8 KiB
-	reasonBound = 1024 // reason, error, hold_error: a few words around a rule, a reading or an origin's answer
+	targetBound = 2048 // url: a request target may take 8 KiB
+	// reading: the path of a refusal, beside the url that has it whole.
+	readingBound = 1024
+	reasonBound  = 1024 // reason, error: a few words around a rule, a reading or an origin's answer
 	nameBound   = 512  // user_agent, rule, origin, tunnel, robots_txt, hold_origin, pace_group (an origin when its lookup failed)
-	// policy.reason: the operator's words, written once per policy entry;
-	// bounded lower than robots.txt's, which the origin writes, to keep
-	// the record's bound.
-	policyReasonBound = 512
+	// policy.reason: the operator's words, written once per policy entry,
+	// and hold_error: a connection failure in a few words; both bounded
+	// low to keep the record's bound.
+	policyReasonBound = 256
+	holdErrorBound    = 256
 	stepsBound        = 256 // reading_steps, policy.file, policy.rule (the operator's path and line)
 	tokenBound        = 128 // client, token, ua_token, credential, group
 	// method, purposes, and the proxy's own words (verdict, mode, ...):
@@ -520,6 +557,8 @@ const (
 	maxGroupLines = 32
 	// maxPurposes bounds purposes: the union of the crawler's entries.
 	maxPurposes = 8
+	// maxUsageStated bounds usage_stated, each within wordBound.
+	maxUsageStated = 8
 	// shortText bounds every text field of a record's short form; a
 	// marker takes at most 60 bytes.
 	shortText = 64
@@ -533,7 +572,7 @@ type text struct {
 }
 
 // texts are r's text fields with their bounds, in the JSON's order.
-func (r *Record) texts() [31]text {
+func (r *Record) texts() [37]text {
 	return [...]text{
 		{"client", &r.Client, tokenBound},
 		{"method", &r.Method, wordBound},
@@ -544,7 +583,7 @@ func (r *Record) texts() [31]text {
 		{"reason", &r.Reason, reasonBound},
 		{"rule", &r.Rule, nameBound},
 		{"group", &r.Group, tokenBound},
-		{"reading", &r.Reading, targetBound},
+		{"reading", &r.Reading, readingBound},
 		{"reading_steps", &r.ReadingSteps, stepsBound},
 		{"robots_txt", &r.RobotsTxt, nameBound},
 		{"robots_outcome", &r.RobotsOutcome, wordBound},
@@ -556,7 +595,7 @@ func (r *Record) texts() [31]text {
 		{"crawl_delay_source", &r.CrawlDelaySource, wordBound},
 		{"pace", &r.Pace, wordBound},
 		{"hold_cause", &r.HoldCause, wordBound},
-		{"hold_error", &r.HoldError, reasonBound},
+		{"hold_error", &r.HoldError, holdErrorBound},
 		{"hold_origin", &r.HoldOrigin, nameBound},
 		{"pace_group", &r.PaceGroup, nameBound},
 		{"policy.file", &r.Policy.File, stepsBound},
@@ -564,6 +603,12 @@ func (r *Record) texts() [31]text {
 		{"policy.rule", &r.Policy.Rule, stepsBound},
 		{"policy.reason", &r.Policy.Reason, policyReasonBound},
 		{"policy_version", &r.PolicyVersion, wordBound},
+		{"usage.form", &r.Usage.Form, wordBound},
+		{"usage.header", &r.Usage.Header, wordBound},
+		{"usage.label", &r.Usage.Label, wordBound},
+		{"usage.value", &r.Usage.Value, wordBound},
+		{"usage.purpose", &r.Usage.Purpose, wordBound},
+		{"usage.verdict", &r.Usage.Verdict, wordBound},
 		{"mode", &r.Mode, wordBound},
 		{"error", &r.Error, reasonBound},
 	}
@@ -578,15 +623,18 @@ func (r *Record) withinBounds() bool {
 		fits(r.Client, tokenBound) && fits(r.Method, wordBound) && fits(r.URL, targetBound) &&
 		fits(r.UserAgent, nameBound) && fits(r.Token, tokenBound) && fits(r.Verdict, wordBound) &&
 		fits(r.Reason, reasonBound) && fits(r.Rule, nameBound) && fits(r.Group, tokenBound) &&
-		fits(r.Reading, targetBound) && fits(r.ReadingSteps, stepsBound) && fits(r.RobotsTxt, nameBound) &&
+		fits(r.Reading, readingBound) && fits(r.ReadingSteps, stepsBound) && fits(r.RobotsTxt, nameBound) &&
 		fits(r.RobotsOutcome, wordBound) && fits(r.Credential, tokenBound) &&
 		(r.UAToken == nil || fits(*r.UAToken, tokenBound)) &&
 		fits(r.Origin, nameBound) && fits(r.Tunnel, nameBound) && fits(r.RobotsCache, wordBound) &&
 		fits(r.CrawlDelaySource, wordBound) && fits(r.Pace, wordBound) && fits(r.HoldCause, wordBound) &&
-		fits(r.HoldError, reasonBound) && fits(r.HoldOrigin, nameBound) && fits(r.PaceGroup, nameBound) &&
+		fits(r.HoldError, holdErrorBound) && fits(r.HoldOrigin, nameBound) && fits(r.PaceGroup, nameBound) &&
 		fits(r.Policy.File, stepsBound) && fits(r.Policy.Kind, wordBound) && fits(r.Policy.Rule, stepsBound) &&
 		fits(r.Policy.Reason, policyReasonBound) && fits(r.PolicyVersion, wordBound) &&
 		len(r.Purposes) <= maxPurposes && allFit(r.Purposes, wordBound) &&
+		fits(r.Usage.Form, wordBound) && fits(r.Usage.Header, wordBound) && fits(r.Usage.Label, wordBound) &&
+		fits(r.Usage.Value, wordBound) && fits(r.Usage.Purpose, wordBound) && fits(r.Usage.Verdict, wordBound) &&
+		len(r.UsageStated) <= maxUsageStated && allFit(r.UsageStated, wordBound) &&
 		fits(r.Mode, wordBound) && fits(r.Error, reasonBound)
 }
 
@@ -610,17 +658,32 @@ func (r *Record) bounded(limit int, e *encoder) *cutRecord {
 		c.GroupLines = c.GroupLines[:maxGroupLines:maxGroupLines]
 		out.Cut = append(out.Cut, "group_lines")
 	}
-	if bound := min(wordBound, limit); len(c.Purposes) > maxPurposes || !allFit(c.Purposes, bound) {
-		// A new slice: the caller's is left as it is.
-		purposes := make([]string, min(len(c.Purposes), maxPurposes))
-		for i := range purposes {
-			purposes[i] = c.Purposes[i]
-			if !fits(purposes[i], bound) {
-				purposes[i] = e.cut(purposes[i], bound)
-			}
-		}
-		c.Purposes = purposes
+	// The short form drops usage_stated: the usage finding says what
+	// decided.
+	bound, stated := min(wordBound, limit), maxUsageStated
+	if limit <= shortText {
+		stated = 0
+	}
+	if len(c.Purposes) > maxPurposes || !allFit(c.Purposes, bound) {
+		c.Purposes = e.cutList(c.Purposes, maxPurposes, bound)
 		out.Cut = append(out.Cut, "purposes")
+	}
+	if len(c.UsageStated) > stated || !allFit(c.UsageStated, bound) {
+		c.UsageStated = e.cutList(c.UsageStated, stated, bound)
+		out.Cut = append(out.Cut, "usage_stated")
+	}
+	return out
+}
+
+// cutList returns a new slice of values' first most, each cut to bound:
+// the caller's is left as it is.
+func (e *encoder) cutList(values []string, most, bound int) []string {
+	out := make([]string, min(len(values), most))
+	for i := range out {
+		out[i] = values[i]
+		if !fits(out[i], bound) {
+			out[i] = e.cut(out[i], bound)
+		}
 	}
 	return out
 }

@@ -21,12 +21,13 @@ import (
 // field, in bytes of the log line.
 var fieldBounds = map[string]int{
 	"client": 128, "method": 64, "url": 2048, "user_agent": 512, "token": 128,
-	"verdict": 64, "reason": 1024, "rule": 512, "group": 128, "reading": 2048,
+	"verdict": 64, "reason": 1024, "rule": 512, "group": 128, "reading": 1024,
 	"reading_steps": 256, "robots_txt": 512, "robots_outcome": 64, "credential": 128,
 	"ua_token": 128, "origin": 512, "tunnel": 512, "robots_cache": 64,
 	"crawl_delay_source": 64, "pace": 64, "mode": 64, "error": 1024,
-	"hold_cause": 64, "hold_error": 1024, "hold_origin": 512, "pace_group": 512,
-	"policy.file": 256, "policy.kind": 64, "policy.rule": 256, "policy.reason": 512, "policy_version": 64,
+	"hold_cause": 64, "hold_error": 256, "hold_origin": 512, "pace_group": 512,
+	"policy.file": 256, "policy.kind": 64, "policy.rule": 256, "policy.reason": 256, "policy_version": 64,
+	"usage.form": 64, "usage.header": 64, "usage.label": 64, "usage.value": 64, "usage.purpose": 64, "usage.verdict": 64,
 }
 
 // markerRE matches a cut value's marker, capturing the length and hash.
@@ -40,6 +41,9 @@ func textField(t *testing.T, rec *Record, name string) reflect.Value {
 	v := reflect.ValueOf(rec).Elem()
 	if member, ok := strings.CutPrefix(name, "policy."); ok {
 		v, name = v.FieldByName("Policy"), member
+	}
+	if member, ok := strings.CutPrefix(name, "usage."); ok {
+		v, name = v.FieldByName("Usage"), member
 	}
 	for _, f := range reflect.VisibleFields(v.Type()) {
 		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != name || f.Anonymous {
@@ -86,14 +90,18 @@ func rawFields(t *testing.T, line []byte) map[string]json.RawMessage {
 	if err := json.Unmarshal(line, &m); err != nil {
 		t.Fatal(err)
 	}
-	if raw, ok := m["policy"]; ok {
+	for _, object := range []string{"policy", "usage"} {
+		raw, ok := m[object]
+		if !ok {
+			continue
+		}
 		var members map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &members); err != nil {
-			t.Fatalf("policy: %v", err)
+			t.Fatalf("%s: %v", object, err)
 		}
-		delete(m, "policy")
+		delete(m, object)
 		for k, v := range members {
-			m["policy."+k] = v
+			m[object+"."+k] = v
 		}
 	}
 	return m
@@ -375,10 +383,11 @@ func worstRecord() *Record {
 		HoldStatus: math.MinInt, BackoffStep: math.MinInt,
 		DeniedDestination: true, Forwarded: true, Status: math.MinInt, Upstream: math.MinInt,
 		Bytes: math.MinInt64, Duration: -math.SmallestNonzeroFloat64,
-		Policy: PolicyFinding{Line: math.MinInt},
+		Policy: PolicyFinding{Line: math.MinInt}, Usage: UsageFinding{Line: math.MinInt},
 	}
 	for range 1000 {
 		rec.Purposes = append(rec.Purposes, huge)
+		rec.UsageStated = append(rec.UsageStated, huge)
 	}
 	rec.HoldAt, rec.HoldUntil = rec.Time, rec.Time
 	for i := range 10000 {
@@ -411,10 +420,11 @@ func TestRecordCap(t *testing.T) {
 	}
 	var cut []string
 	json.Unmarshal(raw["cut"], &cut)
-	if len(cut) != len(fieldBounds)+2 || !slices.Contains(cut, "group_lines") || !slices.Contains(cut, "purposes") {
-		t.Errorf("cut = %q, want every text field, group_lines and purposes", cut)
+	if len(cut) != len(fieldBounds)+3 || !slices.Contains(cut, "group_lines") || !slices.Contains(cut, "purposes") || !slices.Contains(cut, "usage_stated") {
+		t.Errorf("cut = %q, want every text field, group_lines, purposes and usage_stated", cut)
 	}
 	checkPurposes(t, raw["purposes"], wordBound)
+	checkPurposes(t, raw["usage_stated"], wordBound)
 	t.Logf("the worst record takes %d bytes of %d", len(line), DefaultMaxRecord)
 	if !reflect.DeepEqual(rec, worstRecord()) {
 		t.Error("Write changed the record it was given")
