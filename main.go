@@ -246,7 +246,7 @@ func serveWith(cfg *config.Config, log *slog.Logger, policyFile *live.File[*poli
 	server, err := proxy.New(proxy.Options{
 		Mode: cfg.Mode, Rules: rules, Audit: auditLog, AuditOnError: cfg.AuditOnError, Issuer: issuer,
 		Identity: gate, Pacer: pacer, PacePolicy: cfg.PacePolicy(), PaceGroups: cfg.PaceGroups(), Destinations: destinations, Upstream: cfg.UpstreamOptions(roots), Client: cfg.ClientLimits(),
-		Policy: policySource, Files: files, Fleet: fleetState, Logger: log, Version: buildVersion(),
+		Policy: policySource, Usage: cfg.UsageOptions(), Files: files, Fleet: fleetState, Logger: log, Version: buildVersion(),
 	})
 	if err != nil {
 		return errors.Join(err, auditLog.Close())

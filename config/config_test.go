@@ -68,12 +68,14 @@ func defaults() Config {
 			netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10"),
 			netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("::/128"),
 		},
-		Auth:          identity.ModeOff,
-		AuditOnError:  proxy.AuditRefuse,
-		ShutdownGrace: 10 * time.Second,
-		WatchInterval: 5 * time.Second,
-		RedisTimeout:  200 * time.Millisecond,
-		RedisPrefix:   "robotsgate:",
+		Usage:          proxy.UsageEnforce,
+		UsageResponses: proxy.ResponsesRecord,
+		Auth:           identity.ModeOff,
+		AuditOnError:   proxy.AuditRefuse,
+		ShutdownGrace:  10 * time.Second,
+		WatchInterval:  5 * time.Second,
+		RedisTimeout:   200 * time.Millisecond,
+		RedisPrefix:    "robotsgate:",
 	}
 }
 
@@ -313,6 +315,12 @@ func TestLoadFromValidValues(t *testing.T) {
 		{"unreachable retry", map[string]string{"ROBOTSGATE_UNREACHABLE_RETRY": "10s"}, func(c *Config) { c.UnreachableRetry = 10 * time.Second }},
 		{"unreachable retry at the backoff cap", map[string]string{"ROBOTSGATE_UNREACHABLE_RETRY": "15m"}, func(c *Config) { c.UnreachableRetry = 15 * time.Minute }},
 		{"deny nothing", map[string]string{"ROBOTSGATE_DENY_DESTINATIONS": "None"}, func(c *Config) { c.DenyDestinations = DestinationList{} }},
+		{"purposes of the pinned token, deduplicated", map[string]string{"ROBOTSGATE_TOKEN": "MyBot", "ROBOTSGATE_PURPOSES": " ai-train, search,ai-train,"},
+			func(c *Config) { c.Token, c.Purposes = "MyBot", PurposeList{"ai-train", "search"} }},
+		{"usage audit, responses withheld, tdmrep", map[string]string{"ROBOTSGATE_USAGE": "Audit", "ROBOTSGATE_USAGE_RESPONSES": "withhold", "ROBOTSGATE_TDMREP": "true"},
+			func(c *Config) {
+				c.Usage, c.UsageResponses, c.TDMRep = proxy.UsageAudit, proxy.ResponsesWithhold, true
+			}},
 		{"deny addresses and ranges", map[string]string{"ROBOTSGATE_DENY_DESTINATIONS": " 10.0.0.0/8, 192.168.1.7 ,::1,10.1.2.3/16"},
 			func(c *Config) {
 				c.DenyDestinations = DestinationList{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32"),
@@ -427,6 +435,14 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			"ROBOTSGATE_AUTH", []string{"is optional, but no credentials are set"}},
 		{"auth off with credentials", map[string]string{"ROBOTSGATE_AUTH": "off", "ROBOTSGATE_CREDENTIALS_FILE": notPEM},
 			"ROBOTSGATE_AUTH", []string{"is off, but ROBOTSGATE_CREDENTIALS_FILE is set"}},
+		{"purposes without a pinned token", map[string]string{"ROBOTSGATE_PURPOSES": "ai-train"},
+			"ROBOTSGATE_PURPOSES", []string{"ROBOTSGATE_PURPOSES: declares the purposes of the crawler ROBOTSGATE_TOKEN names, and it is unset"}},
+		{"purpose not a word", map[string]string{"ROBOTSGATE_TOKEN": "MyBot", "ROBOTSGATE_PURPOSES": "search, AI Train"},
+			"ROBOTSGATE_PURPOSES", []string{`"AI Train" is not a purpose`}},
+		{"usage mode", map[string]string{"ROBOTSGATE_USAGE": "block"},
+			"ROBOTSGATE_USAGE", []string{`ROBOTSGATE_USAGE: "block" is not valid; use "enforce", "audit" or "off"`}},
+		{"usage responses", map[string]string{"ROBOTSGATE_USAGE_RESPONSES": "drop"},
+			"ROBOTSGATE_USAGE_RESPONSES", []string{`"drop" is not valid; use "record" or "withhold"`}},
 		{"auth unknown", map[string]string{"ROBOTSGATE_AUTH": "basic"},
 			"ROBOTSGATE_AUTH", []string{`"basic" is not valid; use "off", "optional" or "required"`}},
 		{"crawl delay mode", map[string]string{"ROBOTSGATE_CRAWL_DELAY": "hold"},

@@ -21,6 +21,12 @@ import (
 // uses them, so that what a part receives can be tested from an
 // environment, and main only wires.
 
+// UsageOptions says how sites' usage preferences are judged: the
+// operator's purposes speak for the pinned token's crawler only.
+func (c *Config) UsageOptions() proxy.UsageOptions {
+	return proxy.UsageOptions{Mode: c.Usage, Responses: c.UsageResponses, Purposes: c.Purposes, Token: c.Token}
+}
+
 // UpstreamRoots returns the certificates origins are verified against:
 // the system roots plus ROBOTSGATE_UPSTREAM_CA_FILE. Without system roots
 // it is an error unless that file is set, in which case its certificates

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -105,6 +106,46 @@ func (l DestinationList) String() string {
 		parts[i] = p.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// PurposeList is a crawler's purposes, written comma-separated: "search",
+// "ai-train,ai-input". Each is a lower-case word, as in the policy file.
+type PurposeList []string
+
+// UnmarshalText parses the list; a bad purpose is named.
+func (l *PurposeList) UnmarshalText(text []byte) error {
+	var list PurposeList
+	for p := range strings.SplitSeq(string(text), ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !isPurpose(p) {
+			return fmt.Errorf("%q is not a purpose: a lower-case word of letters, digits and '-', such as search, ai-train or ai-input", p)
+		}
+		if !slices.Contains(list, p) {
+			list = append(list, p)
+		}
+	}
+	*l = list
+	return nil
+}
+
+// String lists the purposes as they are written in configuration.
+func (l PurposeList) String() string { return strings.Join(l, ",") }
+
+// isPurpose reports a lower-case word of letters, digits and '-', at most
+// 64 bytes.
+func isPurpose(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // ByteSize is a number of bytes, written in configuration as a plain integer

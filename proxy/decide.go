@@ -51,6 +51,9 @@ type decision struct {
 	// without one (see policy.go): apart, so that a request costs no
 	// larger decision when no policy is loaded.
 	policy *policyState
+	// usage is what the site's usage preferences say of the request, nil
+	// when it states none (see usage.go).
+	usage *usageState
 }
 
 func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {
@@ -145,6 +148,11 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 		d.outcome.status = http.StatusForbidden
 		d.finish()
 		return d, forbiddenPage(r, d)
+	}
+	if result != nil && d.verdict.Allowed {
+		if p := d.judgeUsage(r, result, path); p != nil {
+			return d, p
+		}
 	}
 	if result != nil {
 		if p := d.pace(r, result); p != nil {
@@ -271,7 +279,7 @@ func (d *decision) checkMaxForwards(r *http.Request) *page {
 }
 
 func (d *decision) noteRobots(result *fetch.Result, info cache.Info) {
-	d.lookup = lookup{done: true, outcome: result.Outcome, status: result.Status, cache: info.Source}
+	d.lookup = lookup{done: true, outcome: result.Outcome, status: uint16(result.Status), cache: info.Source}
 	if result.Err != nil && result.Outcome == robots.OutcomeUnreachable && netcause.NotTrusted(result.Err) {
 		d.lookup.untrusted = true
 		if info.Source == cache.SourceLoaded { // warn of fetches, not of cached failures

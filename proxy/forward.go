@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"robotsgate/proxy/audit"
 	"robotsgate/proxy/egress"
 	"robotsgate/proxy/netcause"
 	"robotsgate/proxy/pace"
@@ -171,12 +172,17 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 		d.finish()
 		return
 	}
+	if d.judgeResponse(w, r, resp) {
+		return
+	}
 	removeHopByHop(resp.Header)
 	resp.Header["Via"] = append(resp.Header["Via"], via(resp.ProtoMajor, resp.ProtoMinor))
 	switch {
 	case !d.verdict.Allowed:
 		// Audit mode: tell the crawler what enforcement would have done.
 		resp.Header.Set(decisionHeader, decisionValue(d))
+	case d.usage != nil && d.usage.action == audit.UsageRecorded:
+		resp.Header.Set(decisionHeader, usageValue(d))
 	case d.admission.Outcome != pace.OnTime && d.admission.Outcome != pace.Waited:
 		resp.Header.Set(decisionHeader, paceValue(d))
 	case d.decidedByPolicy() != nil:

@@ -21,7 +21,10 @@ type Metrics struct {
 	// byPolicy counts the requests the operator's policy decided or
 	// shaped, by kind and verdict.
 	byPolicy *prometheus.CounterVec
-	waits    prometheus.Histogram
+	// byUsage counts the requests a site's usage preference refused,
+	// withheld or would have, by form and what was done.
+	byUsage *prometheus.CounterVec
+	waits   prometheus.Histogram
 	// handshakeFailures counts failed handshakes with intercepted
 	// clients, one counter per cause of handshakes; served only while
 	// HTTPS is intercepted, as the other robotsgate_mitm_ metrics.
@@ -56,6 +59,10 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 			Name: "robotsgate_policy_decisions_total",
 			Help: "Requests the operator's policy (ROBOTSGATE_POLICY) decided or shaped, by kind (destination, exception, rule, min-delay, max-concurrency) and verdict.",
 		}, []string{"kind", "verdict"}),
+		byUsage: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "robotsgate_usage_decisions_total",
+			Help: "Requests a site's usage preference refused one of the crawler's purposes for, by form (content-usage, content-signal, tdmrep, x-robots-tag) and verdict (refused before the fetch, withheld after it, recorded only).",
+		}, []string{"form", "verdict"}),
 		waits: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "robotsgate_pace_wait_seconds",
 			Help:    "How long ROBOTSGATE_CRAWL_DELAY=wait held requests that were then forwarded.",
@@ -69,7 +76,7 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 	for c := range handshakeCauses {
 		m.handshakeFailures[c] = m.handshakes.WithLabelValues(c.String())
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.bytes, m.paced, m.byPolicy, m.waits,
+	m.registry.MustRegister(m.requests, m.duration, m.bytes, m.paced, m.byPolicy, m.byUsage, m.waits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "robotsgate_build_info", Help: "Always 1; the version is a label.",
@@ -127,6 +134,9 @@ func (m *Metrics) observe(rec *audit.Record) {
 	m.bytes.Add(float64(rec.Bytes))
 	if rec.Policy.Kind != "" {
 		m.byPolicy.WithLabelValues(rec.Policy.Kind, rec.Verdict).Inc()
+	}
+	if rec.Usage.Verdict != "" {
+		m.byUsage.WithLabelValues(rec.Usage.Form, rec.Usage.Verdict).Inc()
 	}
 	if rec.Pace != "" {
 		m.paced.WithLabelValues(rec.Pace, forwarded).Inc()

@@ -84,6 +84,9 @@ type Options struct {
 	// bounds, per site rules and exceptions; nil judges by robots.txt
 	// alone.
 	Policy PolicySource
+	// Usage says how sites' usage preferences are judged against the
+	// crawlers' purposes.
+	Usage UsageOptions
 	// Files are the files put in force live (credentials, policy): /healthz
 	// shows which version of each is in force, and since when.
 	Files []func() live.State
@@ -220,6 +223,12 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	if opts.Rules == nil || opts.Audit == nil {
 		return nil, errors.New("proxy: Options.Rules and Options.Audit are required")
+	}
+	if opts.Usage.Mode == "" {
+		opts.Usage.Mode = UsageEnforce
+	}
+	if opts.Usage.Responses == "" {
+		opts.Usage.Responses = ResponsesRecord
 	}
 	switch opts.Mode {
 	case ModeEnforce, ModeAudit:

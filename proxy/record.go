@@ -45,8 +45,10 @@ type who struct {
 type lookup struct {
 	done    bool
 	outcome robots.Outcome
-	status  int
-	cache   cache.Source
+	// status is robots.txt's HTTP status: three digits fit in 16 bits,
+	// and keep a decision within its size class.
+	status uint16
+	cache  cache.Source
 	// untrusted: robots.txt failed on the origin's certificate, which no
 	// trusted CA signed; the 403 names the fix.
 	untrusted bool
@@ -147,6 +149,7 @@ func (d *decision) record(rec *audit.Record) {
 	}
 	rec.PaceGroup = d.paceGroup()
 	d.policyRecord(rec)
+	d.usageRecord(rec)
 	rec.DeniedDestination = d.ruling == destinationDenied
 	rec.Mode = string(d.s.opts.Mode)
 	rec.Forwarded = d.outcome.reached
@@ -168,6 +171,10 @@ func (d *decision) robotsDecision() robots.Decision {
 			dec.Reason = "policy: " + f.String()
 			break
 		}
+		if d.usageRefusedFirst() {
+			dec.Verdict, dec.Reason = robots.VerdictDisallow, d.usageReason()
+			break
+		}
 		// robots.txt refused the request, or would have in enforce mode:
 		// by a rule, or by the pace it asks for.
 		if !d.verdict.Allowed || (d.admission.Outcome == pace.TooEarly && paceFromRobots(d.delay.Source) && !d.admission.Allowed()) {
@@ -181,7 +188,7 @@ func (d *decision) robotsDecision() robots.Decision {
 		dec.Verdict, dec.Reason = robots.VerdictError, d.why
 	}
 	if d.lookup.done {
-		dec.RobotsOutcome, dec.RobotsStatus = d.lookup.outcome.String(), d.lookup.status
+		dec.RobotsOutcome, dec.RobotsStatus = d.lookup.outcome.String(), int(d.lookup.status)
 	}
 	return dec
 }

@@ -541,7 +541,7 @@ const (
 	// reading: the path of a refusal, beside the url that has it whole.
 	readingBound = 1024
 	reasonBound  = 1024 // reason, error: a few words around a rule, a reading or an origin's answer
-	nameBound   = 512  // user_agent, rule, origin, tunnel, robots_txt, hold_origin, pace_group (an origin when its lookup failed)
+	nameBound    = 512  // user_agent, rule, origin, tunnel, robots_txt, hold_origin, pace_group (an origin when its lookup failed)
 	// policy.reason: the operator's words, written once per policy entry,
 	// and hold_error: a connection failure in a few words; both bounded
 	// low to keep the record's bound.
