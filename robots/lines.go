@@ -245,7 +245,11 @@ func classifyKey(key string) (d Directive, typo bool) {
 		return DirectiveRequestRate, false
 	case "requestrate", "request rate", "request_rate":
 		return DirectiveRequestRate, true
-	case "clean-param", "content-signal", "content-usage", "domain", "host", "noarchive",
+	case "content-usage":
+		return DirectiveContentUsage, false
+	case "content-signal":
+		return DirectiveContentSignal, false
+	case "clean-param", "domain", "host", "noarchive",
 		"nofollow", "noindex", "revisit-after", "visit-time":
 		return DirectiveUnsupported, false
 	}
