@@ -39,7 +39,8 @@ const (
 	// at most one request every five seconds.
 	DirectiveRequestRate
 	// DirectiveContentUsage is an IETF AI Preferences usage line
-	// (draft-ietf-aipref-attach): "Content-Usage: /articles/ train-ai=n".
+	// (draft-ietf-aipref-attach-05), a rule of its group:
+	// "Content-Usage: /articles/ train-ai=n".
 	DirectiveContentUsage
 	// DirectiveContentSignal is Cloudflare's Content Signals line:
 	// "Content-Signal: search=yes, ai-train=no".

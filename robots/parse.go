@@ -151,8 +151,9 @@ func (b *builder) userAgent(line Line) {
 		b.ignore(line.Number, IgnoredNoProductName, "")
 		return
 	}
-	// Only a rule ends the list of user-agent lines heading a group;
-	// sitemaps, crawl-delays and unknown records do not (RFC 9309 §2.2.4).
+	// Only a rule (Content-Usage too: see usage) ends the list of
+	// user-agent lines heading a group; sitemaps, crawl-delays,
+	// Content-Signal and unknown records do not (RFC 9309 §2.2.4).
 	if !b.open {
 		b.current = &group{}
 		b.groups = append(b.groups, b.current)

@@ -121,7 +121,7 @@ func usageSize(all []usageRule, groups []usageGroup) int64 {
 
 // usageSet marks usage lines of a rule set, numbered across its groups in
 // file order: a rule set has at most MaxUsageLines of them.
-type usageSet [MaxUsageLines / 64]uint64
+type usageSet [(MaxUsageLines + 63) / 64]uint64
 
 func (s *usageSet) add(i int)      { s[i/64] |= 1 << (i % 64) }
 func (s *usageSet) remove(i int)   { s[i/64] &^= 1 << (i % 64) }

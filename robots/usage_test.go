@@ -413,3 +413,30 @@ func TestUsageRetained(t *testing.T) {
 	}
 	checkRetainedBound(t, r)
 }
+
+// readmeExample is the example of robots/README.md, whose answers the
+// README gives.
+const readmeExample = `User-Agent: *
+Allow: /
+Disallow: /never/
+Content-Signal: search=yes, ai-train=no
+Content-Usage: train-ai=n
+Content-Usage: /ai-ok/ train-ai=y
+
+User-Agent: ExampleBot
+Allow: /
+Content-Usage: / train-ai=y
+`
+
+func TestUsageReadmeExample(t *testing.T) {
+	requireREADME(t, strings.Join(strings.Fields(readmeExample), " "),
+		"`/test` above gets lines 4 and 5 and `/ai-ok/test` lines 4 and 6",
+		"`/x/../ai-ok/test` gets lines 4, 5 and 6", "`ExampleBot` above gets only line 10",
+		"keeps at most `robots.MaxUsageLines` ("+strconv.Itoa(MaxUsageLines)+")")
+	runUsageCases(t, []usageCase{
+		{"named group", readmeExample, "ExampleBot", "/test", []int{10}},
+		{"no path", readmeExample, "OtherBot", "/test", []int{4, 5}},
+		{"longest", readmeExample, "OtherBot", "/ai-ok/test", []int{4, 6}},
+		{"readings", readmeExample, "OtherBot", "/x/../ai-ok/test", []int{4, 5, 6}},
+	})
+}
