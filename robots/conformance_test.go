@@ -245,7 +245,7 @@ func checkParsingReporter(t *testing.T, h conformanceHelper) {
 			tag = "Disallow"
 		case DirectiveSitemap:
 			tag = "Sitemap"
-		case DirectiveCrawlDelay, DirectiveRequestRate, DirectiveUnsupported:
+		case DirectiveCrawlDelay, DirectiveRequestRate, DirectiveUnsupported, DirectiveContentUsage, DirectiveContentSignal:
 			tag = "Unused"
 		}
 		if tag != "Unknown" && tag != "Unused" {

@@ -1,6 +1,7 @@
 package robots
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -17,6 +18,8 @@ var fuzzSeeds = []string{
 	"\xFF\xFEU\x00s\x00e\x00r\x00-\x00a\x00g\x00e\x00n\x00t\x00:\x00 \x00*\x00\n\x00D\x00i\x00s\x00a\x00l\x00l\x00o\x00w\x00:\x00 \x00/\x00",
 	"User-agent: gamma\x00\nDisallow: /nul\x00/\nDisallow: /latin-\xe9t\xe9\n#\x00\n",
 	"User-agent: fuzzbot\nCrawl-delay: 0.5\nRequest-rate: 10/1m 0600-0845\nUser-agent: *\nRequest_rate: 1/5h\nDisallow: /x\nCrawl-delay: 99999999\n",
+	draftExample,
+	"Content-Usage: train-ai=n\nUser-agent: fuzzbot\nContent-Signal: search=yes, ai-train=no\nUser-agent: *\nContent-Usage: /*.pdf$ train-ai=n\nContent-Usage: /some/ search=y\nContent-Signal: /some/ ai-input=no\nContent-Usage:\tx\nContent-Usage: /%7e\ttrain-ai=y\n\nuser-agent: FUZZBOT\ncontent-usage: /some/path train-ai=y\n",
 }
 
 func FuzzParse(f *testing.F) {
@@ -50,6 +53,11 @@ func FuzzParse(f *testing.F) {
 			pace.Directive != DirectiveCrawlDelay && pace.Directive != DirectiveRequestRate) {
 			t.Fatalf("pace %+v out of bounds (%d lines)", pace, r.Lines())
 		}
+		usage := r.Usage("fuzzbot", path)
+		checkUsageLines(t, body, r, usage)
+		if again := r.Usage("fuzzbot", path); !slices.Equal(again, usage) {
+			t.Fatalf("Usage is not deterministic: %+v, then %+v", usage, again)
+		}
 		// The parse must not keep a view of the body: scribbling over the
 		// body changes no verdict.
 		before, rule := r.Check("fuzzbot", path), pace.Rule()
@@ -62,6 +70,103 @@ func FuzzParse(f *testing.F) {
 		}
 		if again, _ := r.Pace("fuzzbot"); again.Rule() != rule {
 			t.Fatalf("pace changed after the body was overwritten: %q -> %q", rule, again.Rule())
+		}
+		if again := r.Usage("fuzzbot", path); !slices.Equal(again, usage) {
+			t.Fatalf("usage changed after the body was overwritten: %+v -> %+v", usage, again)
+		}
+	})
+}
+
+// checkUsageLines fails t unless every usage line is a line of body that
+// says what the line says, and they are in file order, each once.
+func checkUsageLines(t *testing.T, body []byte, r *Robots, usage []UsageLine) {
+	t.Helper()
+	if usage != nil && len(usage) == 0 || !r.HasUsage() && usage != nil {
+		t.Fatalf("Usage %#v, HasUsage %v", usage, r.HasUsage())
+	}
+	if len(usage) == 0 {
+		return
+	}
+	read := map[int]Line{}
+	for l := range lines(decodeText(body)) {
+		read[l.Number] = l
+	}
+	for i, u := range usage {
+		l := read[u.Line]
+		path, expr := splitUsage(l.Value)
+		if l.Directive != u.Directive || path != u.Path || expr != u.Value || u.Value == "" {
+			t.Fatalf("usage %+v, but line %d reads %+v", u, u.Line, l)
+		}
+		if i > 0 && u.Line <= usage[i-1].Line {
+			t.Fatalf("usage lines out of order: %+v", usage)
+		}
+	}
+}
+
+// FuzzUsage compares Usage with a brute-force reading of the lines of the
+// token's groups: every reading of the path, each with its query-less
+// form for the anchored paths, matched by the textbook matcher.
+func FuzzUsage(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s, "fuzzbot", "/some/path?q=1")
+		f.Add(s, "ExampleBot", "/x/../ai-ok/%2e/doc.pdf?x")
+	}
+	f.Fuzz(func(t *testing.T, body, token, path string) {
+		r := Parser{}.Parse([]byte(body))
+		got := r.Usage(token, path)
+		checkUsageLines(t, []byte(body), r, got)
+		rs := r.ruleSetFor(token)
+		if rs == nil {
+			if got != nil {
+				t.Fatalf("no group, but Usage %+v", got)
+			}
+			return
+		}
+		var kept []*usageRule
+		for _, g := range rs.usage {
+			for i := range g.rules {
+				kept = append(kept, &g.rules[i])
+			}
+		}
+		want := map[int]bool{}
+		plan := planReadings(rs.usageLoad(), path)
+		if plan.cost > MaxDecisionCost || plan.stop != stopNever {
+			for _, u := range kept {
+				want[u.Line] = true
+			}
+		} else {
+			forms := []string{path}
+			if readings, ok := readingsOf(path); ok {
+				for _, reading := range readings {
+					forms = append(forms, reading.Path)
+				}
+			}
+			for _, form := range forms {
+				norm := normalizePath(form)
+				bare, _, hasQuery := strings.Cut(norm, "?")
+				matches := func(u *usageRule) bool {
+					return u.Path == "" || referenceMatch(u.pattern, norm) || hasQuery && u.pattern.anchored && referenceMatch(u.pattern, bare)
+				}
+				best := int32(-1)
+				for _, u := range kept {
+					if u.Directive == DirectiveContentUsage && matches(u) {
+						best = max(best, u.pattern.octets)
+					}
+				}
+				for _, u := range kept {
+					if matches(u) && (u.Directive == DirectiveContentSignal || u.pattern.octets == best) {
+						want[u.Line] = true
+					}
+				}
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("Usage %+v, want lines %v", got, want)
+		}
+		for _, u := range got {
+			if !want[u.Line] {
+				t.Fatalf("Usage %+v, want lines %v", got, want)
+			}
 		}
 	})
 }

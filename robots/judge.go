@@ -12,12 +12,18 @@ import (
 // has any; for any other it reads the path a few times and, like Check,
 // allocates only when the path needs percent-normalising.
 type Judgement struct {
-	outcome  Outcome
-	detail   string   // the account of an outcome that is not OK
-	rs       *ruleSet // nil when no group applies
-	path     string   // as sent
-	norm     string   // as sent, normalised
-	query    int      // where the query starts in norm; -1 without one, or without anchored rules
+	outcome Outcome
+	detail  string   // the account of an outcome that is not OK
+	rs      *ruleSet // nil when no group applies
+	path    string   // as sent
+	readingPlan
+}
+
+// readingPlan is the readings of a path and what matching them against
+// rules will cost.
+type readingPlan struct {
+	norm     string // as sent, normalised
+	query    int    // where the query starts in norm; -1 without one, or without anchored rules
 	readings []Reading
 	cost     int64
 	stop     expansionStop
@@ -31,29 +37,37 @@ func (r *Robots) Prepare(token, pathAndQuery string) Judgement {
 	if rs == nil || len(rs.groups) == 0 {
 		return j // nothing to match
 	}
-	load := rs.load()
+	j.readingPlan = planReadings(rs.load(), pathAndQuery)
+	return j
+}
+
+// planReadings normalises pathAndQuery, lists its readings and estimates
+// the cost of matching each against rules of the given load. The listing
+// stops once the estimate passes MaxDecisionCost; a path that has nothing
+// to read otherwise is not listed (readings is nil).
+func planReadings(load ruleLoad, pathAndQuery string) readingPlan {
 	norm, escaped := normalizeCounting(pathAndQuery)
-	j.norm, j.query = norm, -1
+	p := readingPlan{norm: norm, query: -1}
 	if load.hasAnchored() {
-		j.query = strings.IndexByte(norm, '?') // only anchored rules read it
+		p.query = strings.IndexByte(norm, '?') // only anchored rules read it
 	}
-	j.cost = load.readingCost(len(norm), j.query, 0)
-	if j.cost > MaxDecisionCost || !mayReadOtherwise(pathAndQuery) {
-		return j
+	p.cost = load.readingCost(len(norm), p.query, 0)
+	if p.cost > MaxDecisionCost || !mayReadOtherwise(pathAndQuery) {
+		return p
 	}
 	// A reading is never longer than the path as sent, and has no more
 	// bytes to escape, nor bytes a step may act on, than it: its normalised
 	// form is at most 2*escaped bytes longer than it.
 	specials := specialBytes(pathAndQuery)
-	j.cost += costSpecial * int64(specials)
-	j.readings, j.cost, j.stop = expandReadings(pathAndQuery, func(form string) int64 {
+	p.cost += costSpecial * int64(specials)
+	p.readings, p.cost, p.stop = expandReadings(pathAndQuery, func(form string) int64 {
 		bare := strings.IndexByte(form, '?')
 		if bare >= 0 {
 			bare += 2 * escaped
 		}
 		return load.readingCost(len(form)+2*escaped, bare, specials)
-	}, j.cost)
-	return j
+	}, p.cost)
+	return p
 }
 
 // Prepare prepares the decision of [Answer.CheckReadings] for the token

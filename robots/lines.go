@@ -39,7 +39,8 @@ const (
 	// at most one request every five seconds.
 	DirectiveRequestRate
 	// DirectiveContentUsage is an IETF AI Preferences usage line
-	// (draft-ietf-aipref-attach): "Content-Usage: /articles/ train-ai=n".
+	// (draft-ietf-aipref-attach-05), a rule of its group:
+	// "Content-Usage: /articles/ train-ai=n".
 	DirectiveContentUsage
 	// DirectiveContentSignal is Cloudflare's Content Signals line:
 	// "Content-Signal: search=yes, ai-train=no".
@@ -245,7 +246,11 @@ func classifyKey(key string) (d Directive, typo bool) {
 		return DirectiveRequestRate, false
 	case "requestrate", "request rate", "request_rate":
 		return DirectiveRequestRate, true
-	case "clean-param", "content-signal", "content-usage", "domain", "host", "noarchive",
+	case "content-usage":
+		return DirectiveContentUsage, false
+	case "content-signal":
+		return DirectiveContentSignal, false
+	case "clean-param", "domain", "host", "noarchive",
 		"nofollow", "noindex", "revisit-after", "visit-time":
 		return DirectiveUnsupported, false
 	}

@@ -68,7 +68,9 @@ func (p Parser) Parse(body []byte) *Robots {
 // records that follow them.
 type group struct {
 	rules    []draftRule
+	usage    []draftUsage
 	compiled int // index of the compiled group once finished; -1 without rules
+	usageAt  int // likewise among the groups with usage lines
 }
 
 // draftRule is a rule as read, its value still a view of the body.
@@ -138,6 +140,8 @@ func (b *builder) add(line Line) {
 		}
 	case DirectiveCrawlDelay, DirectiveRequestRate:
 		b.pace(line)
+	case DirectiveContentUsage, DirectiveContentSignal:
+		b.usage(line)
 	}
 }
 
@@ -147,8 +151,9 @@ func (b *builder) userAgent(line Line) {
 		b.ignore(line.Number, IgnoredNoProductName, "")
 		return
 	}
-	// Only a rule ends the list of user-agent lines heading a group;
-	// sitemaps, crawl-delays and unknown records do not (RFC 9309 §2.2.4).
+	// Only a rule (Content-Usage too: see usage) ends the list of
+	// user-agent lines heading a group; sitemaps, crawl-delays,
+	// Content-Signal and unknown records do not (RFC 9309 §2.2.4).
 	if !b.open {
 		b.current = &group{}
 		b.groups = append(b.groups, b.current)
@@ -227,6 +232,34 @@ func (b *builder) pace(line Line) {
 		}
 	}
 	b.headDone = true
+}
+
+// usage reads a Content-Usage or Content-Signal line into the group being
+// filled. A Content-Usage line is a rule (draft-ietf-aipref-attach-05 §3:
+// "rule =/ content-usage"), so it ends the group's user-agent lines as
+// Allow and Disallow do, whatever its value. Content-Signal is in no
+// grammar: like a pace line it ends nothing, and unlike one it speaks for
+// the whole group as written, every user-agent line of it, before or
+// after: the group is what Cloudflare's files put it in, and the wider
+// reading is the cautious one when a site says "no".
+func (b *builder) usage(line Line) {
+	if b.current == nil {
+		b.ignore(line.Number, IgnoredOutsideGroup, "")
+		return
+	}
+	if line.Directive == DirectiveContentUsage {
+		b.open, b.headDone = false, true
+	}
+	path, expr := splitUsage(line.Value)
+	switch {
+	case expr == "":
+		b.ignore(line.Number, IgnoredEmptyUsage, "")
+	case b.robots.usageLines == MaxUsageLines:
+		b.ignore(line.Number, IgnoredTooManyUsage, "")
+	default:
+		b.robots.usageLines++
+		b.current.usage = append(b.current.usage, draftUsage{directive: line.Directive, line: line.Number, path: path, value: expr})
+	}
 }
 
 // maxPace bounds an interval: a longer one is read as this long. It is a
@@ -369,30 +402,19 @@ func (b *builder) finish() *Robots {
 	for i := range compiled {
 		refs[i] = &compiled[i]
 	}
+	usageAll, usageGroups := compileUsage(b.groups, b.robots.usageLines)
+	usageRefs := make([]*usageGroup, len(usageGroups))
+	for i := range usageGroups {
+		usageRefs[i] = &usageGroups[i]
+	}
 
 	named := make([]*ruleSet, 0, len(b.names))
 	keys := make([]string, 0, len(b.names))
 	var lists int64 // bytes of the group lists of names in several groups
 	for _, ng := range b.names {
 		rs := &ruleSet{name: ng.name, agentLines: slices.Clip(ng.lines), pace: ng.pace}
-		n, last := 0, 0
-		for _, g := range ng.groups {
-			if g.compiled >= 0 {
-				n, last = n+1, g.compiled
-			}
-		}
-		switch {
-		case n == 1:
-			rs.groups = refs[last : last+1 : last+1]
-		case n > 1:
-			rs.groups = make([]*ruleGroup, 0, n)
-			for _, g := range ng.groups {
-				if g.compiled >= 0 {
-					rs.groups = append(rs.groups, refs[g.compiled])
-				}
-			}
-			lists += allocSize(8 * n)
-		}
+		rs.groups = groupsOf(ng.groups, func(g *group) int { return g.compiled }, refs, &lists)
+		rs.usage = groupsOf(ng.groups, func(g *group) int { return g.usageAt }, usageRefs, &lists)
 		named = append(named, rs)
 		keys = append(keys, ng.key)
 	}
@@ -414,6 +436,17 @@ func (b *builder) finish() *Robots {
 		} else {
 			keep(&rule.pattern.expr)
 		}
+	}
+	for i := range usageAll {
+		u := &usageAll[i]
+		same := u.pattern.expr == u.Path
+		keep(&u.Path)
+		if same {
+			u.pattern.expr = u.Path
+		} else {
+			keep(&u.pattern.expr)
+		}
+		keep(&u.Value)
 	}
 	for i, rs := range named {
 		if rs.pace.Line != 0 {
@@ -446,8 +479,35 @@ func (b *builder) finish() *Robots {
 	}
 	r.sitemaps = slices.Clip(r.sitemaps)
 	r.ignored = slices.Clip(r.ignored)
-	r.retained = retainedSize(r, all, compiled, text) + lists
+	r.retained = retainedSize(r, all, compiled, text) + usageSize(usageAll, usageGroups) + lists
 	return r
+}
+
+// groupsOf returns the compiled groups of gs, in file order: at(g) is the
+// index of g's in refs, -1 when it has none. A single one is a view of
+// refs; a list of several costs a list of its own, whose bytes are added
+// to lists.
+func groupsOf[T any](gs []*group, at func(*group) int, refs []*T, lists *int64) []*T {
+	n, last := 0, 0
+	for _, g := range gs {
+		if i := at(g); i >= 0 {
+			n, last = n+1, i
+		}
+	}
+	switch n {
+	case 0:
+		return nil
+	case 1:
+		return refs[last : last+1 : last+1]
+	}
+	out := make([]*T, 0, n)
+	for _, g := range gs {
+		if i := at(g); i >= 0 {
+			out = append(out, refs[i])
+		}
+	}
+	*lists += allocSize(8 * n)
+	return out
 }
 
 // retainedSize estimates the heap r keeps: the kept strings (text, already

@@ -34,6 +34,9 @@ var retainedShapes = []struct {
 	{"normalised-stars", repeated("user-agent:*\n", func(i int) string { return "allow:*%7e" + base36(i) + "**$\n" })},
 	{"sitemaps", repeated("", func(i int) string { return "sitemap:" + base36(i) + "\n" })},
 	{"junk", repeated("", func(i int) string { return "x:" + base36(i) + "\n" })},
+	{"usage-signals", repeated("user-agent:*\n", func(i int) string { return "content-signal:" + base36(i) + "\n" })},
+	{"usage-paths", repeated("user-agent:*\n", func(i int) string { return "content-usage:/%7e" + base36(i) + " a\n" })},
+	{"names-usage", repeated("", func(i int) string { return "user-agent:" + upperName(i) + "\ncontent-usage:*" + base36(i) + "$ a\n" })},
 	{"shared-group", sharedGroup("user-agent: ", "allow: /")},
 	{"shared-group-short", sharedGroup("useragent ", "allow:/")},
 }

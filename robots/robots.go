@@ -17,6 +17,7 @@ type Robots struct {
 	parsed       int  // bytes read, at most the parse limit
 	truncated    bool // the body was longer than the parse limit
 	lines        int
+	usageLines   int // Content-Usage and Content-Signal lines kept
 	retained     int64
 }
 
@@ -28,10 +29,11 @@ type Robots struct {
 // match of each group and the earliest of those in rule order, which is
 // the first match of the merged rules.
 type ruleSet struct {
-	name       string       // the product name as first written, or "*"
-	agentLines []int        // the user-agent lines that selected these groups
-	groups     []*ruleGroup // those of them with rules, in file order
-	pace       Pace         // Line is 0 when no group asks for a pace
+	name       string        // the product name as first written, or "*"
+	agentLines []int         // the user-agent lines that selected these groups
+	groups     []*ruleGroup  // those of them with rules, in file order
+	pace       Pace          // Line is 0 when no group asks for a pace
+	usage      []*usageGroup // the groups with usage lines, in file order
 }
 
 // ruleGroup is the rules of one group, in rule order (see ruleOrder): the
@@ -146,7 +148,8 @@ const (
 	// IgnoredUnsupportedKey: other crawlers define this key (host,
 	// clean-param, noindex, ...); it has no effect here.
 	IgnoredUnsupportedKey
-	// IgnoredOutsideGroup: a rule or crawl-delay before any user-agent line.
+	// IgnoredOutsideGroup: a rule, crawl-delay or usage line before any
+	// user-agent line.
 	IgnoredOutsideGroup
 	// IgnoredBadPattern: the pattern starts with neither '/' nor '*', so it
 	// can never match.
@@ -163,6 +166,12 @@ const (
 	// IgnoredPastLimit: the line crosses the parse limit; it and
 	// everything after it were dropped.
 	IgnoredPastLimit
+	// IgnoredEmptyUsage: a Content-Usage or Content-Signal line that
+	// states no preference (nothing, or only a path).
+	IgnoredEmptyUsage
+	// IgnoredTooManyUsage: the file already has MaxUsageLines usage
+	// lines; the rest are not kept.
+	IgnoredTooManyUsage
 )
 
 func (r IgnoreReason) String() string {
@@ -187,6 +196,10 @@ func (r IgnoreReason) String() string {
 		return "line longer than " + strconv.Itoa(MaxLineBytes) + " bytes: the rest was ignored"
 	case IgnoredPastLimit:
 		return "past the parse limit: this line and the rest of the file were ignored"
+	case IgnoredEmptyUsage:
+		return "usage line states no preference"
+	case IgnoredTooManyUsage:
+		return "more than " + strconv.Itoa(MaxUsageLines) + " usage lines: the rest were ignored"
 	}
 	return "ignore reason " + strconv.Itoa(int(r))
 }
