@@ -121,6 +121,7 @@ func checkCommand(args []string) int {
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Parser: robots.Parser{MaxBytes: int(cfg.ParseLimit), KeepIgnored: true}, // check lists them
 		Pace:   cfg.PacePolicy(), PolicyFile: cfg.PolicyFile,
+		Purposes: cfg.Purposes, Token: cfg.Token,
 	}
 	// Roots are needed only to fetch: judging against a file works without.
 	warn := func(msg string, args ...any) { fmt.Fprintf(os.Stderr, "robotsgate check: warning: %s %v\n", msg, args) }

@@ -168,6 +168,10 @@ type proxyConfig struct {
 	// policy and files go to Options.Policy and Options.Files.
 	policy PolicySource
 	files  []func() live.State
+	// usage goes to Options.Usage; tdmrep makes the fetcher get
+	// tdmrep.json too.
+	usage  UsageOptions
+	tdmrep bool
 
 	// upstreamIdle and upstreamIdlePerOrigin go to UpstreamOptions'
 	// MaxIdleConns and MaxIdleConnsPerOrigin.
@@ -246,6 +250,7 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 		PaceGroups:   cfg.paceGroups,
 		Policy:       cfg.policy,
 		Files:        cfg.files,
+		Usage:        cfg.usage,
 		Logger:       slog.New(slog.NewJSONHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Version:      "test",
 	}

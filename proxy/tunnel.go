@@ -143,6 +143,11 @@ func (s *Server) judgeTunnel(d *decision, r *http.Request, tun *tunnel) *page {
 	}
 	d.ruling = judged
 	byPolicy := d.verdict.Allowed && d.policyDisallowsAll()
+	if d.verdict.Allowed && !byPolicy {
+		if p := d.judgeTunnelUsage(r, result); p != nil {
+			return p
+		}
+	}
 	if d.verdict.Allowed || s.opts.Mode != ModeEnforce {
 		// The requests inside cannot be seen: the tunnel is paced as one.
 		return d.pace(r, result)

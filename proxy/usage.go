@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"robotsgate/proxy/audit"
+	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 	"robotsgate/robots/usage"
 )
@@ -118,7 +119,27 @@ func (d *decision) judgeUsage(r *http.Request, result *fetch.Result, pathAndQuer
 	if len(lines) == 0 {
 		return nil // the common case: the site states nothing
 	}
-	stated := usage.FromRobots(lines)
+	return d.judgeStated(r, usage.FromRobots(lines), "robotsgate did not fetch the URL")
+}
+
+// judgeTunnelUsage judges a tunnel the proxy cannot look into by the
+// preferences robots.txt states for every path of the site: refused when
+// they refuse the crawler's purpose (and that is enforced).
+func (d *decision) judgeTunnelUsage(r *http.Request, result *fetch.Result) *page {
+	if d.s.opts.Usage.Mode == UsageOff || result.Outcome != robots.OutcomeOK {
+		return nil
+	}
+	lines := result.Robots.UsageEverywhere(d.who.token)
+	if len(lines) == 0 {
+		return nil
+	}
+	return d.judgeStated(r, usage.FromRobots(lines), "robotsgate did not open the tunnel: they speak for every path of the site")
+}
+
+// judgeStated judges the crawler's purposes by what the site states before
+// the fetch, and returns the 403 when a refusal is enforced; done says
+// what robotsgate did not do.
+func (d *decision) judgeStated(r *http.Request, stated []usage.Statement, done string) *page {
 	if len(stated) == 0 {
 		return nil
 	}
@@ -135,7 +156,7 @@ func (d *decision) judgeUsage(r *http.Request, result *fetch.Result, pathAndQuer
 	u.action = audit.UsageRefused
 	d.outcome.status = http.StatusForbidden
 	d.finish()
-	return d.usagePage(r, "403 Forbidden: the site's usage preferences refuse this crawler's purpose; robotsgate did not fetch the URL.")
+	return d.usagePage(r, "403 Forbidden: the site's usage preferences refuse this crawler's purpose; "+done+".")
 }
 
 // judgeResponse judges the crawler's purposes by what the origin's

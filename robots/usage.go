@@ -280,3 +280,38 @@ func (rs *ruleSet) usageLines(picked *usageSet) []UsageLine {
 	}
 	return out
 }
+
+// UsageEverywhere returns the usage lines that apply to token at every
+// path of the site, for a proxy that cannot see paths (a tunnel it does
+// not intercept): every Content-Signal line without a path, and the
+// Content-Usage lines without a path when no Content-Usage line of the
+// groups names one (a line that does might outrank them on its paths).
+// nil when none does.
+func (r *Robots) UsageEverywhere(token string) []UsageLine {
+	if r == nil || r.usageLines == 0 {
+		return nil
+	}
+	rs := r.ruleSetFor(token)
+	if rs == nil || len(rs.usage) == 0 {
+		return nil
+	}
+	scoped := false
+	for _, g := range rs.usage {
+		for k := range g.rules {
+			if u := &g.rules[k]; u.Directive == DirectiveContentUsage && u.Path != "" {
+				scoped = true
+			}
+		}
+	}
+	var picked usageSet
+	i := 0
+	for _, g := range rs.usage {
+		for k := range g.rules {
+			if u := &g.rules[k]; u.Path == "" && (u.Directive == DirectiveContentSignal || !scoped) {
+				picked.add(i)
+			}
+			i++
+		}
+	}
+	return rs.usageLines(&picked)
+}

@@ -440,3 +440,26 @@ func TestUsageReadmeExample(t *testing.T) {
 		{"readings", readmeExample, "OtherBot", "/x/../ai-ok/test", []int{4, 5, 6}},
 	})
 }
+
+func TestUsageEverywhere(t *testing.T) {
+	for _, tt := range []struct {
+		name, robots, token string
+		want                []int // lines
+	}{
+		{"signals and path-less usage apply everywhere", "User-agent: *\nContent-Signal: ai-train=no\nContent-Usage: train-ai=n\n", "bot", []int{2, 3}},
+		{"a scoped Content-Usage line may outrank the path-less one", "User-agent: *\nContent-Signal: ai-train=no\nContent-Usage: train-ai=n\nContent-Usage: /open/ train-ai=y\n", "bot", []int{2}},
+		{"a scoped signal speaks for its paths only", "User-agent: *\nContent-Signal: /blog/ ai-train=no\n", "bot", nil},
+		{"the crawler's own group, not *", "User-agent: *\nContent-Usage: train-ai=n\n\nUser-agent: bot\nContent-Signal: ai-train=no\n", "Bot", []int{5}},
+		{"no usage lines", "User-agent: *\nDisallow: /x\n", "bot", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []int
+			for _, l := range (Parser{}).Parse([]byte(tt.robots)).UsageEverywhere(tt.token) {
+				got = append(got, l.Line)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("lines %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"robotsgate/proxy/audit"
@@ -20,6 +22,7 @@ import (
 	"robotsgate/proxy/policy"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
+	"robotsgate/robots/usage"
 )
 
 // Exit statuses.
@@ -48,9 +51,13 @@ type Env struct {
 	// PolicyFile is the operator's policy the proxy judges by
 	// (ROBOTSGATE_POLICY), -policy's default; "" for none.
 	PolicyFile string
+	// Purposes are ROBOTSGATE_PURPOSES, the purposes of the crawler Token
+	// (ROBOTSGATE_TOKEN) names: -purpose's default for that crawler.
+	Purposes []string
+	Token    string
 }
 
-const usage = `usage: robotsgate check -user-agent UA [-robots FILE] [-policy FILE [-user NAME]] [-json] [URL ...]
+const help = `usage: robotsgate check -user-agent UA [-robots FILE] [-policy FILE [-user NAME]] [-purpose LIST] [-json] [URL ...]
 
 Says, for each URL, whether the crawler may fetch it and why. URLs come
 from the arguments, or one per line on standard input when there are none.
@@ -75,6 +82,15 @@ decides, and says so in the reason and, with -json, in a policy object
 given (the name in ROBOTSGATE_CREDENTIALS_FILE; -user-agent then gives its
 token), else anonymous. A policy's min_delay shows in crawl_delay, with
 crawl_delay_source policy. Try a change this way before loading it.
+With -purpose (comma-separated: search, ai-train, ai-input; by default the
+policy's purposes for the crawler, or ROBOTSGATE_PURPOSES for the crawler
+ROBOTSGATE_TOKEN names), the site's usage preferences in robots.txt
+(Content-Usage, Content-Signal; tdmrep.json with ROBOTSGATE_TDMREP) judge
+those purposes as the proxy does before a fetch: a refusal is disallowed,
+its reason naming the line and label. A fifth column lists the
+preferences that apply ("-" for none); -json adds purposes, usage (the
+refusal) and usage_stated. Response headers are not seen: check fetches
+no page.
 Exit status: 0 all allowed, 1 any disallowed, 2 usage or input error,
 130 interrupted (nothing is printed for the URLs not judged).
 
@@ -91,8 +107,17 @@ func Run(ctx context.Context, args []string, env Env) int {
 	asJSON := flags.Bool("json", false, "print one JSON object per URL")
 	policyFile := flags.String("policy", env.PolicyFile, "judge with this policy file too, as the proxy does (default ROBOTSGATE_POLICY's)")
 	user := flags.String("user", "", "judge as this proxy credential's user, for the policy's user entries")
+	var purposes []string
+	flags.Func("purpose", "the crawler's purposes, comma-separated (search, ai-train, ai-input), judged against the sites' usage preferences", func(v string) error {
+		for p := range strings.SplitSeq(v, ",") {
+			if p = strings.TrimSpace(p); p != "" && !slices.Contains(purposes, p) {
+				purposes = append(purposes, p)
+			}
+		}
+		return nil
+	})
 	flags.Usage = func() {
-		fmt.Fprint(env.Stderr, usage)
+		fmt.Fprint(env.Stderr, help)
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
@@ -105,8 +130,14 @@ func Run(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintln(env.Stderr, "robotsgate check: -user-agent is required (a product token such as GPTBot, or a whole User-Agent header)")
 		return ExitUsage
 	}
-	c := &checker{env: env, token: robots.ProductToken(*userAgent), user: *user, json: *asJSON, fetched: make(map[string]*fetch.Result)}
-	flags.Visit(func(f *flag.Flag) { c.policyGiven = c.policyGiven || f.Name == "policy" })
+	c := &checker{env: env, token: robots.ProductToken(*userAgent), user: *user, json: *asJSON, fetched: make(map[string]*fetch.Result), purposes: purposes}
+	flags.Visit(func(f *flag.Flag) {
+		c.policyGiven = c.policyGiven || f.Name == "policy"
+		c.purposeGiven = c.purposeGiven || f.Name == "purpose"
+	})
+	if !c.purposeGiven && len(env.Purposes) > 0 && strings.EqualFold(c.token, env.Token) {
+		c.purposes = env.Purposes
+	}
 	if *policyFile != "" {
 		data, err := os.ReadFile(*policyFile)
 		if err == nil {
@@ -222,6 +253,10 @@ type checker struct {
 	user                  string
 	policyGiven, bareSaid bool
 	fetched               map[string]*fetch.Result // by origin: each is fetched once
+	// purposes are the crawler's (-purpose, else ROBOTSGATE_PURPOSES');
+	// without -purpose the policy's, where it declares some, come first.
+	purposes     []string
+	purposeGiven bool
 
 	checked, disallowed, inputErrors int
 }
@@ -258,13 +293,16 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 			c.checked++
 			c.disallowed++
 			out.Verdict, out.Reason = robots.VerdictDisallow, "the operator's policy keeps this crawler off this site: "+f.String()
-			return c.print(out, f, pace.Delay{})
+			return c.print(out, f, pace.Delay{}, usageJudgement{})
 		}
 	}
+	var lines []robots.UsageLine
+	var tdm *usage.TDMRep
 	if c.file != nil {
 		out.RobotsTxt = c.fileName
 		v = c.file.Check(c.token, path)
 		delay = c.env.Pace.Delay(c.file.Pace(c.token))
+		lines = c.file.Usage(c.token, path)
 	} else {
 		origin, err := robots.OriginOf(rawURL)
 		if err != nil {
@@ -284,6 +322,7 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 		out.RobotsTxt, out.RobotsOutcome, out.RobotsStatus = origin+"/robots.txt", result.Outcome.String(), result.Status
 		v = result.Check(c.token, path)
 		delay = c.env.Pace.Delay(result.Pace(c.token))
+		lines, tdm = result.Usage(c.token, path), result.TDMRep
 	}
 	c.checked++
 	var decided *policy.Finding // what in the policy changed robots.txt's verdict
@@ -301,10 +340,52 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 	if decided != nil {
 		out.Reason = "policy: " + decided.String()
 	}
-	if !v.Allowed {
+	j := c.judgeUsage(&match, lines, tdm, path)
+	if v.Allowed && j.verdict.Refused {
+		by := j.verdict.By
+		out.Verdict, out.Reason = robots.VerdictDisallow, "usage: "+by.Text+" ("+usageWhere(by)+") refuses "+j.verdict.Purpose
+		j.refused = true
+	}
+	if out.Verdict == robots.VerdictDisallow {
 		c.disallowed++
 	}
-	return c.print(out, decided, delay)
+	return c.print(out, decided, delay, j)
+}
+
+// usageJudgement is what the site's usage preferences say of the crawler's
+// purposes at one URL.
+type usageJudgement struct {
+	purposes []string
+	stated   []usage.Statement
+	verdict  usage.Verdict
+	// refused: the preference refused a URL robots.txt allows.
+	refused bool
+}
+
+// judgeUsage judges the crawler's purposes (-purpose, the policy's, or
+// ROBOTSGATE_PURPOSES') by the usage lines of robots.txt and tdmrep.json
+// for path, as the proxy does before a fetch.
+func (c *checker) judgeUsage(match *policy.Match, lines []robots.UsageLine, tdm *usage.TDMRep, path string) usageJudgement {
+	j := usageJudgement{purposes: c.purposes}
+	if !c.purposeGiven {
+		if p := match.Purposes(); len(p) > 0 {
+			j.purposes = p
+		}
+	}
+	j.stated = usage.FromRobots(lines)
+	if tdm != nil {
+		j.stated = append(j.stated, tdm.Statements(path)...)
+	}
+	j.verdict = usage.Judge(j.purposes, j.stated)
+	return j
+}
+
+// usageWhere says where a statement is made: "robots.txt line 7".
+func usageWhere(s usage.Statement) string {
+	if s.Line > 0 {
+		return "robots.txt line " + strconv.Itoa(s.Line)
+	}
+	return "tdmrep.json"
 }
 
 // hostOf is the canonical host of rawURL, as the proxy matches a policy's
@@ -323,11 +404,22 @@ func hostOf(rawURL string) (string, error) {
 
 // print writes the verdict out, with the policy finding that decided it
 // (nil for none) and the delay the proxy would keep.
-func (c *checker) print(out robots.Decision, decided *policy.Finding, delay pace.Delay) bool {
+func (c *checker) print(out robots.Decision, decided *policy.Finding, delay pace.Delay, j usageJudgement) bool {
 	if c.json {
 		line := jsonLine{Decision: out, CrawlDelay: delay.Interval.Seconds(), CrawlDelaySource: delay.Source.String(), CrawlDelayLine: delay.Asked.Line}
 		if decided != nil {
 			line.Policy = audit.PolicyFinding{File: decided.File, Line: decided.Line, Kind: decided.Kind.String(), Rule: decided.Rule, Reason: decided.Reason}
+		}
+		line.Purposes = j.purposes
+		for _, s := range j.stated {
+			line.UsageStated = append(line.UsageStated, usageText(s))
+		}
+		if j.refused {
+			by := j.verdict.By
+			line.Usage = audit.UsageFinding{Form: by.Form.String(), Line: by.Line, Label: by.Label, Value: by.Value, Purpose: j.verdict.Purpose, Verdict: audit.UsageRefused}
+			if by.Line == 0 {
+				line.Usage.Header = "tdmrep.json"
+			}
 		}
 		text, _ := json.Marshal(line) // strings, numbers and bools only: cannot fail
 		fmt.Fprintf(c.env.Stdout, "%s\n", text)
@@ -342,8 +434,29 @@ func (c *checker) print(out robots.Decision, decided *policy.Finding, delay pace
 	if token == "" {
 		token = "*"
 	}
-	fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\n", verdict, token, out.URL, out.Reason)
+	if !c.purposeGiven {
+		fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\n", verdict, token, out.URL, out.Reason)
+		return true
+	}
+	stated := make([]string, 0, len(j.stated))
+	for _, s := range j.stated {
+		stated = append(stated, usageText(s))
+	}
+	if len(stated) == 0 {
+		stated = append(stated, "-")
+	}
+	fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\t%s\n", verdict, token, out.URL, out.Reason, strings.Join(stated, ", "))
 	return true
+}
+
+// usageText is a statement as usage_stated says it: "content-signal
+// ai-train=no (line 3)".
+func usageText(s usage.Statement) string {
+	text := s.Form.String() + " " + s.Label + "=" + s.Value
+	if s.Line > 0 {
+		text += " (line " + strconv.Itoa(s.Line) + ")"
+	}
+	return text
 }
 
 // jsonLine is one line of -json: the decision, and the pace the proxy
@@ -356,6 +469,12 @@ type jsonLine struct {
 	// Policy is what in the operator's policy decided, in the audit
 	// record's words.
 	Policy audit.PolicyFinding `json:"policy,omitzero"`
+	// Purposes, Usage and UsageStated are the crawler's purposes, the
+	// usage preference that refused one, and the preferences that apply,
+	// in the audit record's words.
+	Purposes    []string           `json:"purposes,omitempty"`
+	Usage       audit.UsageFinding `json:"usage,omitzero"`
+	UsageStated []string           `json:"usage_stated,omitempty"`
 }
 
 // reportIgnored lists on standard error the lines of a robots.txt that did
