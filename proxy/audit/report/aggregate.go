@@ -50,6 +50,17 @@ const (
 	maxPolicyVersions = 100
 	// maxPurposes bounds a crawler's purposes kept.
 	maxPurposes = 16
+	// maxStated bounds the usage preferences kept per origin, and
+	// maxStatedValues the distinct ones kept for the whole report: an
+	// origin keeps its preferences as indexes into that one table, so a
+	// preference as common as "content-signal ai-train=no" costs 4 bytes
+	// an origin, and a log naming thousands of made-up ones costs at most
+	// maxStatedValues of wordBound bytes.
+	maxStated, maxStatedValues = 16, 4096
+	// maxUsageRefusals bounds the usage refusals counted one by one (by
+	// origin, form, label, value and purpose); those past it are counted
+	// together as omitted.
+	maxUsageRefusals = 1000
 	// Bounds, in bytes, of the policy's texts a report keeps, as the
 	// audit log bounds them.
 	policyFileBound, policyRuleBound, policyReasonBound, wordBound = 256, 256, 512, 64
@@ -98,10 +109,20 @@ type record struct {
 	} `json:"policy"`
 	PolicyVersion string   `json:"policy_version"`
 	Purposes      []string `json:"purposes"`
-	Mode          string   `json:"mode"`
-	Forwarded     bool     `json:"forwarded"`
-	Upstream      int      `json:"upstream_status"`
-	Bytes         int64    `json:"bytes"`
+	Usage         struct {
+		Form    string `json:"form"`
+		Line    int    `json:"line"`
+		Header  string `json:"header"`
+		Label   string `json:"label"`
+		Value   string `json:"value"`
+		Purpose string `json:"purpose"`
+		Verdict string `json:"verdict"`
+	} `json:"usage"`
+	UsageStated []string `json:"usage_stated"`
+	Mode        string   `json:"mode"`
+	Forwarded   bool     `json:"forwarded"`
+	Upstream    int      `json:"upstream_status"`
+	Bytes       int64    `json:"bytes"`
 }
 
 var errNotRecord = errors.New("not an audit record: no time or verdict")
@@ -127,6 +148,10 @@ type kind struct {
 	// wouldBeRefused too), allowed by an exception (in allowed too),
 	// paced (in delayed, tooEarly or wouldBeTooEarly too).
 	byPolicy, byException, pacedByPolicy bool
+	// What a site's usage preference did: refused before the fetch (in
+	// refused too), withheld the response (in allowed too), or would
+	// have done either (in wouldBeRefused or allowed too).
+	usageRefused, usageWithheld, usageRecorded bool
 }
 
 // Kinds of a record's policy field (audit.PolicyFinding).
@@ -136,6 +161,13 @@ const (
 	policyRule           = "rule"
 	policyMinDelay       = "min-delay"
 	policyMaxConcurrency = "max-concurrency"
+)
+
+// Verdicts of a record's usage field (audit.UsageFinding).
+const (
+	usageRefused  = "refused"
+	usageWithheld = "withheld"
+	usageRecorded = "recorded"
 )
 
 func classify(r *record) kind {
@@ -153,9 +185,10 @@ func classify(r *record) kind {
 		case r.Policy.Kind == policyDestination && !r.Forwarded:
 			// A crawler kept off a site is refused in every mode.
 			k.refused = true
-		case r.Forwarded || r.Mode == "audit":
+		case r.Forwarded || r.Mode == "audit" || r.Usage.Verdict == usageRecorded:
 			// In audit mode robots.txt refuses nothing, even when
-			// pacing answered 429 instead of forwarding.
+			// pacing answered 429 instead of forwarding; nor does a
+			// usage preference only recorded (ROBOTSGATE_USAGE=audit).
 			k.wouldBeRefused = true
 		default:
 			k.refused = true
@@ -176,6 +209,16 @@ func classify(r *record) kind {
 	k.held = r.HoldCause != "" || r.Pace == "held" || r.Pace == "backoff"
 	k.pacedByPolicy = (r.Policy.Kind == policyMinDelay || r.Policy.Kind == policyMaxConcurrency) &&
 		(k.delayed || k.tooEarly || k.wouldBeTooEarly)
+	// Each is a part of what the record counts as, so that refused -
+	// by policy - by usage were refused by robots.txt.
+	switch r.Usage.Verdict {
+	case usageRefused:
+		k.usageRefused = k.refused && !k.byPolicy
+	case usageWithheld:
+		k.usageWithheld = k.allowed
+	case usageRecorded:
+		k.usageRecorded = k.allowed || k.wouldBeRefused && !k.byPolicy
+	}
 	return k
 }
 
@@ -195,6 +238,9 @@ func (c *Counts) add(r *record, k kind) {
 	count(&c.WouldBeRefusedByPolicy, k.byPolicy && k.wouldBeRefused)
 	count(&c.AllowedByException, k.byException)
 	count(&c.PacedByPolicy, k.pacedByPolicy)
+	count(&c.RefusedByUsage, k.usageRefused)
+	count(&c.WithheldByUsage, k.usageWithheld)
+	count(&c.WouldBeRefusedByUsage, k.usageRecorded)
 	if c.FirstSeen.IsZero() || r.Time.Before(c.FirstSeen) {
 		c.FirstSeen = r.Time
 	}
@@ -217,6 +263,9 @@ func (c *Counts) merge(o *Counts) {
 	c.WouldBeRefusedByPolicy += o.WouldBeRefusedByPolicy
 	c.AllowedByException += o.AllowedByException
 	c.PacedByPolicy += o.PacedByPolicy
+	c.RefusedByUsage += o.RefusedByUsage
+	c.WithheldByUsage += o.WithheldByUsage
+	c.WouldBeRefusedByUsage += o.WouldBeRefusedByUsage
 	c.DeniedDestination += o.DeniedDestination
 	c.Errors += o.Errors
 	c.Bytes += o.Bytes
@@ -272,6 +321,12 @@ type originStats struct {
 	omitted   int64
 	latest    string // the latest robots.txt outcome seen
 
+	// stated are the usage preferences it states, as indexes into
+	// aggregate.stated, in the order first seen; statedMore says it
+	// stated more than are kept.
+	stated     []int32
+	statedMore bool
+
 	holds        []HoldIncident
 	holdsOmitted int64
 	holdOpen     bool // the last of holds goes on: no success of the origin ended it
@@ -298,6 +353,37 @@ type exceptionStats struct {
 	crawlers *sketch[int] // crawlerStats.id
 }
 
+// usageKey is a usage preference that refused a purpose on an origin.
+type usageKey struct {
+	origin, form, label, value, purpose string
+}
+
+type usageStats struct {
+	refusal  UsageRefusal // but its crawlers
+	crawlers *sketch[int] // crawlerStats.id
+}
+
+// statedTable keeps each usage preference stated once for the whole
+// report, up to maxStatedValues.
+type statedTable struct {
+	index  map[string]int32
+	values []string
+}
+
+// add adds s, already cut to wordBound, and returns its index; false
+// when there is no room.
+func (t *statedTable) add(s string) (int32, bool) {
+	if len(t.values) == maxStatedValues {
+		return 0, false
+	}
+	if t.index == nil {
+		t.index = make(map[string]int32)
+	}
+	id := int32(len(t.values))
+	t.index[s], t.values = id, append(t.values, s)
+	return id, true
+}
+
 type pairKey struct{ crawler, origin int }
 
 // aggregate is the running sums of a report.
@@ -318,6 +404,10 @@ type aggregate struct {
 	exceptionsOmitted int64
 	versions          map[string]*PolicyVersion
 	versionsOmitted   int64
+
+	usage        map[usageKey]*usageStats
+	usageOmitted int64 // requests of usage refusals past maxUsageRefusals
+	stated       statedTable
 
 	texts texts // the hold incidents' texts
 }
@@ -359,6 +449,7 @@ func newAggregate(f Filter) *aggregate {
 		rules:      newSketch[ruleKey](sketchCapacity),
 		exceptions: make(map[exceptionKey]*exceptionStats),
 		versions:   make(map[string]*PolicyVersion),
+		usage:      make(map[usageKey]*usageStats),
 		paths:      newSketch[string](sketchCapacity),
 		timeline:   newTimeline(),
 	}
@@ -399,6 +490,9 @@ func (a *aggregate) add(r *record) {
 	if k.byException {
 		a.noteException(r, c)
 	}
+	if k.usageRefused || k.usageWithheld || k.usageRecorded {
+		a.noteUsage(r, k, c)
+	}
 
 	if r.Origin == "" { // a request refused before its origin was known
 		return
@@ -406,6 +500,7 @@ func (a *aggregate) add(r *record) {
 	o := a.origin(r.Origin)
 	o.counts.add(r, k)
 	o.noteRobots(r)
+	o.noteStated(r.UsageStated, &a.stated)
 	o.noteHold(r, k, &a.texts)
 	if _, seen := a.pairs[pairKey{c.id, o.id}]; !seen {
 		a.pairs[pairKey{c.id, o.id}] = struct{}{}
@@ -438,6 +533,65 @@ func (c *crawlerStats) notePurposes(purposes []string) {
 		if p = cutText(p, wordBound); !slices.Contains(c.purposes, p) {
 			c.purposes = append(c.purposes, p)
 		}
+	}
+}
+
+// noteUsage counts r under the usage preference that refused one of its
+// crawler's purposes.
+func (a *aggregate) noteUsage(r *record, k kind, c *crawlerStats) {
+	u := &r.Usage
+	key := usageKey{origin: cutText(r.Origin, nameBound), form: cutText(u.Form, wordBound), label: cutText(u.Label, wordBound),
+		value: cutText(u.Value, wordBound), purpose: cutText(u.Purpose, wordBound)}
+	s, ok := a.usage[key]
+	if !ok {
+		if len(a.usage) == maxUsageRefusals {
+			a.usageOmitted++
+			return
+		}
+		s = &usageStats{
+			refusal: UsageRefusal{Origin: key.origin, Form: key.form, Label: key.label, Value: key.value, Purpose: key.purpose,
+				From: r.Time, To: r.Time},
+			crawlers: newSketch[int](crawlerValues),
+		}
+		a.usage[key] = s
+	}
+	ref := &s.refusal
+	ref.Requests++
+	count(&ref.Refused, k.usageRefused)
+	count(&ref.Withheld, k.usageWithheld)
+	count(&ref.Recorded, k.usageRecorded)
+	ref.From, ref.To = minTime(ref.From, r.Time), maxTime(ref.To, r.Time)
+	// Where it is stated, as the latest record says.
+	if u.Line > 0 && r.Time.Equal(ref.To) {
+		ref.Line = u.Line
+	}
+	if u.Header != "" && r.Time.Equal(ref.To) {
+		ref.Header = cutText(u.Header, wordBound)
+	}
+	s.crawlers.add(c.id)
+}
+
+// noteStated keeps the usage preferences not seen before on the origin,
+// up to maxStated.
+func (o *originStats) noteStated(stated []string, table *statedTable) {
+	for _, s := range stated {
+		s = cutText(s, wordBound)
+		id, known := table.index[s]
+		if known && slices.Contains(o.stated, id) {
+			continue
+		}
+		if len(o.stated) == maxStated {
+			o.statedMore = true
+			return
+		}
+		if !known {
+			var ok bool
+			if id, ok = table.add(s); !ok {
+				o.statedMore = true
+				continue
+			}
+		}
+		o.stated = append(o.stated, id)
 	}
 }
 
@@ -734,6 +888,10 @@ func (a *aggregate) report(top int) *Report {
 		if out.HoldIncidents == nil {
 			out.HoldIncidents = []HoldIncident{}
 		}
+		for _, id := range o.stated {
+			out.UsageStated = append(out.UsageStated, a.stated.values[id])
+		}
+		out.UsageStatedMore = o.statedMore
 		out.Counts.finish()
 		rep.Origins = append(rep.Origins, out)
 	}
@@ -750,6 +908,7 @@ func (a *aggregate) report(top int) *Report {
 		})
 	}
 	a.policyReport(rep)
+	a.usageReport(rep, top)
 	for _, e := range a.paths.top(top, strings.Compare) {
 		rep.TopPaths = append(rep.TopPaths, PathCount{URL: e.key, Refused: e.count, Overcount: e.overcount})
 	}
@@ -796,6 +955,40 @@ func (a *aggregate) policyReport(rep *Report) {
 	slices.SortFunc(rep.PolicyVersions, func(x, y PolicyVersion) int {
 		return cmp.Or(x.From.Compare(y.From), strings.Compare(x.Version, y.Version))
 	})
+}
+
+// usageReport lists the usage refusals counted most, at most top of
+// them; the requests of the rest are counted as omitted.
+func (a *aggregate) usageReport(rep *Report, top int) {
+	rep.UsageRefusals, rep.UsageRefusalsOmitted = []UsageRefusal{}, a.usageOmitted
+	byID := make(map[int]*crawlerStats, len(a.crawlers))
+	if len(a.usage) > 0 {
+		for _, c := range a.crawlers {
+			byID[c.id] = c
+		}
+	}
+	all := make([]*usageStats, 0, len(a.usage))
+	for _, s := range a.usage {
+		all = append(all, s)
+	}
+	slices.SortFunc(all, func(x, y *usageStats) int {
+		a, b := &x.refusal, &y.refusal
+		return cmp.Or(cmp.Compare(b.Requests, a.Requests), strings.Compare(a.Origin, b.Origin), strings.Compare(a.Form, b.Form),
+			strings.Compare(a.Label, b.Label), strings.Compare(a.Value, b.Value), strings.Compare(a.Purpose, b.Purpose))
+	})
+	for i, s := range all {
+		if i >= top {
+			rep.UsageRefusalsOmitted += s.refusal.Requests
+			continue
+		}
+		ref := s.refusal
+		ref.Crawlers = []CrawlerSeen{}
+		for _, e := range s.crawlers.top(crawlerValuesShown, cmp.Compare) {
+			c := byID[e.key]
+			ref.Crawlers = append(ref.Crawlers, CrawlerSeen{Name: c.name, By: c.by(), Count: e.count, Overcount: e.overcount})
+		}
+		rep.UsageRefusals = append(rep.UsageRefusals, ref)
+	}
 }
 
 // seen lists a crawler's most common values.

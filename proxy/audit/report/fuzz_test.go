@@ -35,6 +35,10 @@ func FuzzRead(f *testing.F) {
 		`{"time":"2026-11-25T10:00:02Z","verdict":"allow","origin":"y","credential":"c","policy":{"file":"p.yaml","line":9,"kind":"exception","rule":"/r/","reason":"ok"},"policy_version":"v2"}` + "\n" +
 		`{"time":"2026-11-25T10:00:03Z","verdict":"allow","pace":"busy","policy":{"kind":"max-concurrency"}}` + "\n" +
 		`{"time":"2026-11-25T10:00:04Z","verdict":"error","policy":{"kind":"rule"},"policy_version":"v2"}`))
+	f.Add([]byte(`{"time":"2026-11-25T10:00:00Z","verdict":"disallow","origin":"x","usage":{"form":"content-usage","line":7,"label":"train-ai","value":"n","purpose":"ai-train","verdict":"refused"},"usage_stated":["content-usage train-ai=n","content-usage train-ai=n"]}` + "\n" +
+		`{"time":"2026-11-25T10:00:01Z","verdict":"allow","origin":"x","forwarded":true,"usage":{"form":"tdmrep","header":"Tdm-Reservation","label":"tdm-reservation","value":"1","purpose":"ai-train","verdict":"withheld"}}` + "\n" +
+		`{"time":"2026-11-25T10:00:02Z","verdict":"disallow","origin":"y","pace":"busy","usage":{"form":"content-signal","verdict":"recorded"},"usage_stated":["a","b"]}` + "\n" +
+		`{"time":"2026-11-25T10:00:03Z","verdict":"allow","usage":{"verdict":"refused"},"policy":{"kind":"rule"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd := NewReader(Options{Top: 5, Now: t0})
 		err := rd.Read(context.Background(), "fuzz", bytes.NewReader(data))
@@ -97,6 +101,27 @@ func FuzzRead(f *testing.F) {
 		}
 		for i := range rep.Origins {
 			checkPolicyParts(rep.Origins[i].Origin, &rep.Origins[i].Counts)
+			if o := &rep.Origins[i]; len(o.UsageStated) > maxStated {
+				t.Fatalf("%s keeps %d usage preferences", o.Origin, len(o.UsageStated))
+			}
+		}
+		// What usage preferences did is a part of what is counted too,
+		// and every such request is in one usage refusal listed, or
+		// counted as omitted.
+		c := &rep.Totals
+		if c.RefusedByUsage < 0 || c.RefusedByPolicy+c.RefusedByUsage > c.Refused || c.WithheldByUsage < 0 || c.WithheldByUsage > c.Allowed ||
+			c.WouldBeRefusedByUsage < 0 || c.WithheldByUsage+c.WouldBeRefusedByUsage > c.Allowed+c.WouldBeRefused {
+			t.Fatalf("the usage parts exceed their wholes: %+v", c)
+		}
+		listed := rep.UsageRefusalsOmitted
+		for _, u := range rep.UsageRefusals {
+			listed += u.Requests
+			if u.Refused+u.Withheld+u.Recorded != u.Requests || u.From.After(u.To) || len(u.Crawlers) > crawlerValuesShown {
+				t.Fatalf("usage refusal %+v", u)
+			}
+		}
+		if listed != c.RefusedByUsage+c.WithheldByUsage+c.WouldBeRefusedByUsage || len(rep.UsageRefusals) > 5 {
+			t.Fatalf("%d usage refusals count %d requests (%d omitted), the totals %+v", len(rep.UsageRefusals), listed, rep.UsageRefusalsOmitted, c)
 		}
 		// Every request an exception allowed is in one listed exception,
 		// or counted as omitted; every record in one version, when any

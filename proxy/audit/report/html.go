@@ -51,6 +51,9 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		Style            template.CSS
 		Script           template.JS
 		Policy           string
+		Usage, Purposes  bool
+		CrawlerColumns   int
+		OriginColumns    int
 		Compliance       []barRow
 		TimelineChart    chart
 		RulesChart       []barRow
@@ -69,6 +72,20 @@ func WriteHTML(w io.Writer, rep *Report) error {
 		RulesChart:       rulesChart(rep),
 		FilterWords:      describeFilter(rep.Filter),
 		MalformedOmitted: rep.Malformed - int64(len(rep.Problems)),
+		Usage:            rep.UsageSeen(),
+	}
+	// Purposes come from the policy, or ROBOTSGATE_PURPOSES for usage
+	// preferences.
+	view.Purposes = rep.PolicySeen() || view.Usage
+	view.CrawlerColumns, view.OriginColumns = 16, 19
+	if rep.PolicySeen() {
+		view.CrawlerColumns, view.OriginColumns = view.CrawlerColumns+3, view.OriginColumns+3
+	}
+	if view.Usage {
+		view.CrawlerColumns, view.OriginColumns = view.CrawlerColumns+3, view.OriginColumns+4
+	}
+	if view.Purposes {
+		view.CrawlerColumns++
 	}
 	for i := range rep.Crawlers {
 		c := &rep.Crawlers[i]

@@ -4,7 +4,9 @@
 // when origins held requests back (Retry-After, backoff), which
 // crawlers named themselves other than they are, and what the operator's
 // policy refused or allowed against robots.txt (its exceptions used, its
-// versions in force).
+// versions in force), and what sites' usage preferences refused, withheld
+// or would have (per crawler and per preference) and what each origin
+// states.
 //
 // A [Reader] streams any number of log files (plain or gzip) in memory
 // bounded by the number of distinct crawlers and origins: the top rules
@@ -54,7 +56,13 @@ type Report struct {
 	// they are not listed: PolicyVersionsOmitted counts their records.
 	PolicyVersions        []PolicyVersion `json:"policy_versions"`
 	PolicyVersionsOmitted int64           `json:"policy_versions_omitted,omitempty"`
-	Timeline              Timeline        `json:"timeline"`
+	// UsageRefusals are the sites' usage preferences that refused a
+	// crawler's purpose, by origin, form, label, value and purpose, the
+	// most requests first: at most as many as the top lists hold.
+	// UsageRefusalsOmitted counts the requests of those not listed.
+	UsageRefusals        []UsageRefusal `json:"usage_refusals"`
+	UsageRefusalsOmitted int64          `json:"usage_refusals_omitted,omitempty"`
+	Timeline             Timeline       `json:"timeline"`
 }
 
 // PolicySeen reports whether the log shows an operator's policy: a
@@ -63,6 +71,48 @@ func (rep *Report) PolicySeen() bool {
 	c := &rep.Totals
 	return len(rep.PolicyVersions) > 0 || len(rep.Exceptions) > 0 || rep.ExceptionsOmitted > 0 ||
 		c.RefusedByPolicy+c.WouldBeRefusedByPolicy+c.AllowedByException+c.PacedByPolicy > 0
+}
+
+// UsageSeen reports whether the log shows sites' usage preferences: a
+// request they refused, withheld or would have, or an origin stating one.
+func (rep *Report) UsageSeen() bool {
+	c := &rep.Totals
+	if c.RefusedByUsage+c.WithheldByUsage+c.WouldBeRefusedByUsage > 0 || len(rep.UsageRefusals) > 0 || rep.UsageRefusalsOmitted > 0 {
+		return true
+	}
+	for i := range rep.Origins {
+		if len(rep.Origins[i].UsageStated) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// UsageRefusal is a site's usage preference that refused a crawler's
+// purpose, and the requests it refused.
+type UsageRefusal struct {
+	Origin string `json:"origin"`
+	// Form is content-usage, content-signal, tdmrep or x-robots-tag.
+	Form string `json:"form"`
+	// Label and Value are as the site wrote them: train-ai, n.
+	Label   string `json:"label"`
+	Value   string `json:"value"`
+	Purpose string `json:"purpose"` // the crawler's purpose refused
+	// Line is the robots.txt line, Header the response header (or
+	// tdmrep.json), that stated it, as the latest record says.
+	Line   int    `json:"line,omitempty"`
+	Header string `json:"header,omitempty"`
+	// Requests it refused: Refused answered 403 before the fetch,
+	// Withheld had their response's body withheld, Recorded were
+	// forwarded and delivered (audit mode, or responses only recorded).
+	Requests int64     `json:"requests"`
+	Refused  int64     `json:"refused"`
+	Withheld int64     `json:"withheld"`
+	Recorded int64     `json:"recorded"`
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	// Crawlers are those of its requests, most first (at most 10).
+	Crawlers []CrawlerSeen `json:"crawlers"`
 }
 
 // ExceptionUse is one exception of the policy and the requests it
@@ -179,6 +229,20 @@ type Counts struct {
 	// max_concurrency of the policy; each also counts in Delayed,
 	// TooEarly or WouldBeTooEarly.
 	PacedByPolicy int64 `json:"paced_by_policy"`
+	// RefusedByUsage is the part of Refused that a site's usage
+	// preference refused (robots.txt's Content-Usage or Content-Signal,
+	// or tdmrep.json), not robots.txt's rules nor the policy: Refused -
+	// RefusedByPolicy - RefusedByUsage were refused by robots.txt.
+	RefusedByUsage int64 `json:"refused_by_usage"`
+	// WithheldByUsage is the part of Allowed whose response stated a
+	// usage preference refusing the crawler's purpose: its body was not
+	// delivered (ROBOTSGATE_USAGE_RESPONSES=withhold).
+	WithheldByUsage int64 `json:"withheld_by_usage"`
+	// WouldBeRefusedByUsage were forwarded and delivered though a usage
+	// preference refused the crawler's purpose (ROBOTSGATE_USAGE=audit,
+	// or responses only recorded): part of WouldBeRefused when robots.txt
+	// stated it, of Allowed when the response did.
+	WouldBeRefusedByUsage int64 `json:"would_be_refused_by_usage"`
 	// DeniedDestination were refused by ROBOTSGATE_DENY_DESTINATIONS, not
 	// by robots.txt; they count in neither Refused nor Compliance.
 	DeniedDestination int64 `json:"denied_destination"`
@@ -210,8 +274,8 @@ type Crawler struct {
 	// ClaimedTokens are the tokens those User-Agents named.
 	UAMismatches  int64  `json:"ua_mismatches"`
 	ClaimedTokens []Seen `json:"claimed_tokens,omitempty"`
-	// Purposes are those the policy declared for it, in the order first
-	// seen (at most 16).
+	// Purposes are those declared for it (by the policy, or
+	// ROBOTSGATE_PURPOSES), in the order first seen (at most 16).
 	Purposes []string `json:"purposes,omitempty"`
 }
 
@@ -244,6 +308,12 @@ type Origin struct {
 	// says how many earlier ones were not.
 	HoldIncidents        []HoldIncident `json:"hold_incidents"`
 	HoldIncidentsOmitted int64          `json:"hold_incidents_omitted,omitempty"`
+	// UsageStated are the usage preferences the origin states (its
+	// robots.txt's and its responses'), in the order first seen:
+	// "content-signal ai-train=no". At most 16 are kept; UsageStatedMore
+	// says it stated more.
+	UsageStated     []string `json:"usage_stated,omitempty"`
+	UsageStatedMore bool     `json:"usage_stated_more,omitempty"`
 }
 
 // RobotsOutcomes counts requests by robots.txt outcome.

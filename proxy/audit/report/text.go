@@ -40,6 +40,7 @@ func WriteText(w io.Writer, rep *Report) error {
 	tw.origins(rep)
 	tw.rules(rep)
 	tw.policy(rep)
+	tw.usage(rep)
 	tw.timeline(rep)
 	if tw.err != nil {
 		return fmt.Errorf("write text report: %w", tw.err)
@@ -139,6 +140,10 @@ func (t *textWriter) summary(rep *Report) {
 		t.printf("Policy:     %s refused by the operator's policy (of the refused), %s would be (audit mode); %s allowed by an exception robots.txt disallowed; %s paced by the crawler's own bound\n",
 			number(c.RefusedByPolicy), number(c.WouldBeRefusedByPolicy), number(c.AllowedByException), number(c.PacedByPolicy))
 	}
+	if rep.UsageSeen() {
+		t.printf("Usage:      %s refused by a site's usage preference (of the refused), %s withheld (of the allowed: the body not delivered); %s would be refused or withheld (audit mode, or responses only recorded)\n",
+			number(c.RefusedByUsage), number(c.WithheldByUsage), number(c.WouldBeRefusedByUsage))
+	}
 	t.printf("Other:      %s refused by ROBOTSGATE_DENY_DESTINATIONS, %s without a verdict; %s relayed\n",
 		number(c.DeniedDestination), number(c.Errors), bytesWords(c.Bytes))
 	t.printf("Seen:       %s, %s\n", Plural(int64(len(rep.Crawlers)), "crawler", "crawlers"), Plural(int64(len(rep.Origins)), "origin", "origins"))
@@ -164,11 +169,15 @@ func describeFilter(f Filter) string {
 // countHeader names the columns every crawler and origin row has,
 // countCells fills them; held adds HELD, which an origin's row has,
 // policy the refusals of the operator's policy and the exceptions, when
-// the log shows a policy.
-func countHeader(held, policy bool) []string {
+// the log shows a policy, usage the refusals of sites' usage
+// preferences, when the log shows them.
+func countHeader(held, policy, usage bool) []string {
 	h := []string{"REQUESTS", "ALLOWED", "REFUSED", "WOULD-BE"}
 	if policy {
 		h = append(h, "BY-POLICY", "WOULD-BY-POLICY", "BY-EXCEPTION")
+	}
+	if usage {
+		h = append(h, "BY-USAGE", "WITHHELD", "WOULD-BY-USAGE")
 	}
 	h = append(h, "COMPLIANCE", "DELAYED", "429", "WOULD-429")
 	if held {
@@ -177,10 +186,13 @@ func countHeader(held, policy bool) []string {
 	return append(h, "BYTES")
 }
 
-func countCells(c *Counts, held, policy bool) []string {
+func countCells(c *Counts, held, policy, usage bool) []string {
 	cells := []string{number(c.Requests), number(c.Allowed), number(c.Refused), number(c.WouldBeRefused)}
 	if policy {
 		cells = append(cells, number(c.RefusedByPolicy), number(c.WouldBeRefusedByPolicy), number(c.AllowedByException))
+	}
+	if usage {
+		cells = append(cells, number(c.RefusedByUsage), number(c.WithheldByUsage), number(c.WouldBeRefusedByUsage))
 	}
 	cells = append(cells, percent(c.Compliance), number(c.Delayed), number(c.TooEarly), number(c.WouldBeTooEarly))
 	if held {
@@ -190,9 +202,12 @@ func countCells(c *Counts, held, policy bool) []string {
 }
 
 func (t *textWriter) crawlers(rep *Report) {
-	policy := rep.PolicySeen()
-	header := append(append([]string{"CRAWLER", "BY"}, countHeader(false, policy)...), "ORIGINS", "UA-MISMATCH", "FIRST SEEN", "LAST SEEN")
-	if policy {
+	policy, usage := rep.PolicySeen(), rep.UsageSeen()
+	// Purposes come from the policy, or ROBOTSGATE_PURPOSES for usage
+	// preferences.
+	purposes := policy || usage
+	header := append(append([]string{"CRAWLER", "BY"}, countHeader(false, policy, usage)...), "ORIGINS", "UA-MISMATCH", "FIRST SEEN", "LAST SEEN")
+	if purposes {
 		header = append(header, "PURPOSES")
 	}
 	var rows, agents [][]string
@@ -200,9 +215,9 @@ func (t *textWriter) crawlers(rep *Report) {
 	for i := range rep.Crawlers {
 		c := &rep.Crawlers[i]
 		name := crawlerName(c)
-		row := append(append([]string{name, c.By}, countCells(&c.Counts, false, policy)...),
+		row := append(append([]string{name, c.By}, countCells(&c.Counts, false, policy, usage)...),
 			number(int64(c.Origins)), number(c.UAMismatches), formatTime(c.FirstSeen), formatTime(c.LastSeen))
-		if policy {
+		if purposes {
 			row = append(row, clean(strings.Join(c.Purposes, ", "), 200))
 		}
 		rows = append(rows, row)
@@ -217,7 +232,7 @@ func (t *textWriter) crawlers(rep *Report) {
 			liars = append(liars, []string{name, c.By, number(c.UAMismatches), strings.Join(claimed, ", ")})
 		}
 	}
-	t.table("CRAWLERS (by credential when there is one, else by product token)", columns{nameFirst: true, textLast: policy}, header, rows)
+	t.table("CRAWLERS (by credential when there is one, else by product token)", columns{nameFirst: true, textLast: purposes}, header, rows)
 	// BY tells a credential from a token of the same name in every table.
 	t.table("USER-AGENTS SEEN", columns{true, true}, []string{"CRAWLER", "BY", "REQUESTS", "USER-AGENT"}, agents)
 	t.table("USER-AGENT MISMATCHES (the User-Agent names another token than the one judged)", columns{true, true},
@@ -234,15 +249,22 @@ func crawlerName(c *Crawler) string {
 }
 
 func (t *textWriter) origins(rep *Report) {
-	policy := rep.PolicySeen()
-	header := append(append([]string{"ORIGIN"}, countHeader(true, policy)...), "CRAWLERS", "ROBOTS OK", "4XX", "RESTRICTED", "UNREACHABLE", "STALE")
+	policy, usage := rep.PolicySeen(), rep.UsageSeen()
+	header := append(append([]string{"ORIGIN"}, countHeader(true, policy, usage)...), "CRAWLERS", "ROBOTS OK", "4XX", "RESTRICTED", "UNREACHABLE", "STALE")
+	if usage {
+		header = append(header, "USAGE PREFERENCES STATED")
+	}
 	var rows, incidents [][]string
 	for i := range rep.Origins {
 		o := &rep.Origins[i]
 		r := o.Robots
 		origin := clean(o.Origin, 200)
-		rows = append(rows, append(append([]string{origin}, countCells(&o.Counts, true, policy)...), number(int64(o.Crawlers)),
-			number(r.OK), number(r.Unavailable), number(r.Restricted), number(r.Unreachable), number(r.Stale)))
+		row := append(append([]string{origin}, countCells(&o.Counts, true, policy, usage)...), number(int64(o.Crawlers)),
+			number(r.OK), number(r.Unavailable), number(r.Restricted), number(r.Unreachable), number(r.Stale))
+		if usage {
+			row = append(row, statedText(o))
+		}
+		rows = append(rows, row)
 		for _, in := range incidentRows(o) {
 			switch {
 			case in.Omitted > 0:
@@ -258,9 +280,25 @@ func (t *textWriter) origins(rep *Report) {
 			}
 		}
 	}
-	t.table("ORIGINS", columns{nameFirst: true}, header, rows)
+	t.table("ORIGINS", columns{nameFirst: true, textLast: usage}, header, rows)
 	t.table("INCIDENTS (robots.txt not fetched fine; the origin holding requests back: its Retry-After, or backoff after its failures)",
 		columns{true, true}, []string{"ORIGIN", "FROM", "TO", "REQUESTS", "429", "WAITED", "GONE", "FORWARDED", "HELD UNTIL", "INCIDENT"}, incidents)
+}
+
+// statedText writes the usage preferences an origin states: "content-
+// signal ai-train=no, content-usage train-ai=n", "-" for none.
+func statedText(o *Origin) string {
+	if len(o.UsageStated) == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, len(o.UsageStated)+1)
+	for _, s := range o.UsageStated {
+		parts = append(parts, clean(s, 100))
+	}
+	if o.UsageStatedMore {
+		parts = append(parts, "and more")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // incidentRow is a row of the incidents table: a robots.txt incident, a
@@ -392,6 +430,42 @@ func (t *textWriter) policy(rep *Report) {
 	}
 	t.table("POLICY VERSIONS (the policy file in force; a new version is a reload)", columns{true, true},
 		[]string{"VERSION", "FROM", "TO", "REQUESTS"}, versions)
+}
+
+// usage lists, when the log shows sites' usage preferences, those that
+// refused a crawler's purpose.
+func (t *textWriter) usage(rep *Report) {
+	if !rep.UsageSeen() {
+		return
+	}
+	var rows [][]string
+	for i := range rep.UsageRefusals {
+		u := &rep.UsageRefusals[i]
+		rows = append(rows, []string{clean(u.Origin, 100), clean(u.Form, 64), usageWhere(u, 64), clean(u.Label+"="+u.Value, 130), clean(u.Purpose, 64),
+			number(u.Refused), number(u.Withheld), number(u.Recorded), formatTime(u.From), formatTime(u.To), crawlersSeen(u.Crawlers)})
+	}
+	if rep.UsageRefusalsOmitted > 0 {
+		rows = append(rows, []string{"...", "", "", "", "", "", "", "", "", "",
+			Plural(rep.UsageRefusalsOmitted, "request", "requests") + " of usage refusals not listed"})
+	}
+	t.table("USAGE REFUSALS (a site's usage preference refused the crawler's purpose: 403 before the fetch, the body withheld, or only recorded)", columns{true, true},
+		[]string{"ORIGIN", "FORM", "WHERE", "PREFERENCE", "PURPOSE", "REFUSED", "WITHHELD", "RECORDED", "FIRST", "LAST", "CRAWLERS"}, rows)
+}
+
+// usageWhere says where a usage preference is stated: "line 7", the
+// response header, or both; "-" when the log says neither.
+func usageWhere(u *UsageRefusal, limit int) string {
+	var parts []string
+	if u.Line > 0 {
+		parts = append(parts, "line "+strconv.Itoa(u.Line))
+	}
+	if u.Header != "" {
+		parts = append(parts, clean(u.Header, limit))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // crawlersSeen writes the crawlers of an exception: "acme (credential)

@@ -49,7 +49,9 @@ reports per crawler (its credential, else its product token), per origin,
 the top refused rules and URLs, incidents (robots.txt failing, origins
 holding requests back) and the timeline; when the operator's policy
 (ROBOTSGATE_POLICY) shows in the log, its refusals apart from robots.txt's,
-every exception used and the policy versions in force.
+every exception used and the policy versions in force; when sites' usage
+preferences show in it, what they refused, withheld or would have, per
+crawler and per preference, and the preferences each origin states.
 
 T is a time: 2026-11-25T10:00:00Z (RFC 3339), 2026-11-25 10:00, or
 2026-11-25 (local time without a zone), or a duration back from now: 90m,
@@ -89,7 +91,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	var tokens, origins listFlag
 	flags.Var(&tokens, "token", "count only this crawler: a product token or a credential name")
 	flags.Var(&origins, "origin", "count only this origin or host")
-	top := flags.Int("top", report.DefaultTop, "how many rules and URLs the top lists show")
+	top := flags.Int("top", report.DefaultTop, "how many rules, URLs and usage refusals the top lists show")
 	flags.Usage = func() {
 		fmt.Fprint(env.Stderr, usage)
 		flags.PrintDefaults()
