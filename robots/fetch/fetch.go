@@ -29,6 +29,7 @@ import (
 	"robotsgate/proxy/egress"
 	"robotsgate/proxy/netcause"
 	"robotsgate/robots"
+	"robotsgate/robots/usage"
 )
 
 // Defaults of [Options].
@@ -175,6 +176,14 @@ type Options struct {
 	// Logger receives a debug record per fetch made by [Fetcher.Load]; nil
 	// discards them.
 	Logger *slog.Logger
+	// TDMRep makes each fetch also get the origin's
+	// /.well-known/tdmrep.json (W3C TDMRep, see [usage.ParseTDMRep]) once
+	// robots.txt is done: in the same fetch slot and within the same
+	// Timeout, with the same User-Agent and redirect rules, at most
+	// MaxTDMRepBytes of it. It is not requested when robots.txt got no
+	// answer at all. Whatever becomes of it, robots.txt's outcome is the
+	// same; see Result.TDMRep.
+	TDMRep bool
 }
 
 // DefaultMaxConcurrent is how many fetches a Fetcher runs at once unless
@@ -345,6 +354,17 @@ type Result struct {
 	FetchedAt time.Time
 	// Freshness is what the last answer asked of caches.
 	Freshness Freshness
+	// TDMRep is the origin's tdmrep.json when [Options.TDMRep] is set and
+	// it was fetched (a 2xx answer, redirects followed) and parsed; nil
+	// otherwise. It is kept, cached and shared with robots.txt's rules.
+	TDMRep *usage.TDMRep
+	// TDMRepDetail says in a few words how the tdmrep.json fetch went:
+	// "tdmrep.json: 3 rules", "tdmrep.json 404", "tdmrep.json: invalid
+	// JSON at byte 12: …"; "" without Options.TDMRep.
+	TDMRepDetail string
+	// tdmrepLocal says TDMRep is nil for a reason of this instance's (see
+	// Load).
+	tdmrepLocal tdmrepLocality
 }
 
 // RetainedBytes estimates the memory r keeps alive, parsed rules
@@ -353,7 +373,7 @@ func (r *Result) RetainedBytes() int64 {
 	if r == nil {
 		return 0
 	}
-	n := int64(unsafe.Sizeof(*r)) + int64(len(r.Origin)+len(r.FinalURL)) + r.Answer.RetainedBytes()
+	n := int64(unsafe.Sizeof(*r)) + int64(len(r.Origin)+len(r.FinalURL)+len(r.TDMRepDetail)) + r.Answer.RetainedBytes() + r.TDMRep.RetainedBytes()
 	if r.Err != nil {
 		// A wrapped error is a few small structs and the strings of its
 		// message.
@@ -366,16 +386,18 @@ func (r *Result) RetainedBytes() int64 {
 // RetainedBytes): itself and its origin; its final URL, a Location within
 // maxHeaderBytes that url.URL.String may escape to three times its length;
 // and, when it failed, an error whose message names up to two such URLs,
-// or quotes a Location (up to four bytes per byte), counted twice.
-const maxResultBytes = 20 * maxHeaderBytes
+// or quotes a Location (up to four bytes per byte), counted twice; and a
+// TDMRepDetail (see tdmrepDetail).
+const maxResultBytes = 20*maxHeaderBytes + maxSharedMessage
 
 // MaxRetainedBytes is the most [Result.RetainedBytes] of a fetch by a
 // Fetcher whose parse limit is maxBytes (zero or less:
-// robots.DefaultMaxBytes) and that does not keep ignored lines: the room
-// a cache must have for any robots.txt (cache.Options.LargestCost) so
-// that none is fetched again on every request for want of it.
+// robots.DefaultMaxBytes) and that does not keep ignored lines, its
+// tdmrep.json included: the room a cache must have for any robots.txt
+// (cache.Options.LargestCost) so that none is fetched again on every
+// request for want of it.
 func MaxRetainedBytes(maxBytes int) int64 {
-	return robots.MaxRetained(maxBytes) + maxResultBytes
+	return robots.MaxRetained(maxBytes) + maxResultBytes + usage.MaxTDMRepRetained(MaxTDMRepBytes)
 }
 
 // Fetch fetches origin's robots.txt and parses it. origin is an http or
@@ -385,31 +407,41 @@ func MaxRetainedBytes(maxBytes int) int64 {
 // then the fetch), or sooner when ctx ends. Its slot is taken from the
 // share of the client ctx names (see [ClientContext]).
 func (f *Fetcher) Fetch(ctx context.Context, origin string) *Result {
-	res, _ := f.fetchBody(ctx, origin)
+	res, _ := f.fetchBodies(ctx, origin)
 	return res
 }
 
-// fetchBody is Fetch that also returns the body it parsed, nil unless the
-// outcome is OK: what [Fetcher.Load] encodes for a shared store.
-func (f *Fetcher) fetchBody(ctx context.Context, origin string) (*Result, []byte) {
+// bodies are the bodies a fetch parsed, nil for none: what [Fetcher.Load]
+// encodes for a shared store.
+type bodies struct {
+	robots, tdmrep []byte
+}
+
+// fetchBodies is Fetch that also returns the bodies it parsed: robots.txt
+// when the outcome is OK, tdmrep.json when Result.TDMRep is set.
+func (f *Fetcher) fetchBodies(ctx context.Context, origin string) (*Result, bodies) {
 	start := time.Now()
-	var body []byte
+	var b bodies
 	res := &Result{Origin: origin}
 	if canonical, err := robots.OriginOf(origin); err != nil {
 		res.fail(robots.OutcomeUnreachable, "robots.txt: invalid origin", fmt.Errorf("robots.txt fetch: %w", err))
 	} else {
 		res.Origin = canonical
-		body = f.fetchInSlot(ctx, res)
+		b = f.fetchInSlot(ctx, res)
+	}
+	if f.opts.TDMRep && res.TDMRepDetail == "" {
+		res.TDMRepDetail = "tdmrep.json not fetched"
 	}
 	res.FetchedAt = time.Now()
 	res.Duration = res.FetchedAt.Sub(start)
-	return res, body
+	return res, b
 }
 
 // fetchInSlot fetches res.Origin once its client has a slot, and returns
-// the body parsed (see fetch). A fetch that gets none within the Timeout
-// fails with a *SlotError, or as cancelled when ctx ended first.
-func (f *Fetcher) fetchInSlot(ctx context.Context, res *Result) []byte {
+// the bodies parsed (see fetch and fetchTDMRep). A fetch that gets none
+// within the Timeout fails with a *SlotError, or as cancelled when ctx
+// ended first.
+func (f *Fetcher) fetchInSlot(ctx context.Context, res *Result) bodies {
 	client := clientOf(ctx)
 	start := time.Now()
 	var queued func(held, waiting int)
@@ -429,12 +461,16 @@ func (f *Fetcher) fetchInSlot(ctx context.Context, res *Result) []byte {
 				Waited: time.Since(start), Timeout: f.opts.Timeout,
 			})
 		}
-		return nil
+		return bodies{}
 	}
 	defer f.slots.put(client)
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
-	return f.fetch(ctx, res)
+	b := bodies{robots: f.fetch(ctx, res)}
+	if f.opts.TDMRep {
+		b.tdmrep = f.fetchTDMRep(ctx, res)
+	}
+	return b
 }
 
 func (r *Result) fail(outcome robots.Outcome, detail string, err error) {
@@ -461,7 +497,7 @@ func (f *Fetcher) fetch(ctx context.Context, res *Result) []byte {
 	for {
 		res.FinalURL = target.String()
 		seen = append(seen, redirectKey(target))
-		resp, err := f.get(ctx, target)
+		resp, err := f.get(ctx, target, acceptHeader)
 		if err != nil {
 			res.failNetwork(fmt.Errorf("fetch %s: %w", res.FinalURL, err))
 			return nil
@@ -502,16 +538,16 @@ func (f *Fetcher) fetch(ctx context.Context, res *Result) []byte {
 	}
 }
 
-// get sends the one request a robots.txt fetch makes per URL: GET with
-// our User-Agent and Accept, nothing else of ours.
-func (f *Fetcher) get(ctx context.Context, u *url.URL) (*http.Response, error) {
+// get sends the one request a fetch makes per URL: GET with our
+// User-Agent and accept, nothing else of ours.
+func (f *Fetcher) get(ctx context.Context, u *url.URL, accept string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header = http.Header{
 		"User-Agent": {f.opts.UserAgent},
-		"Accept":     {acceptHeader},
+		"Accept":     {accept},
 	}
 	// The transport, not a Client: redirects are followed by fetch, and
 	// there is no cookie jar, no Referer, no credentials to carry.
@@ -557,12 +593,22 @@ func (f *Fetcher) readRules(ctx context.Context, resp *http.Response, res *Resul
 // names, waiting at most until ctx ends or for the Timeout; it fails with
 // a *ParseSlotError when none came free.
 func (f *Fetcher) parse(ctx context.Context, origin string, body []byte) (*robots.Robots, *ParseSlotError) {
+	var rules *robots.Robots
+	slotErr := f.inParseSlot(ctx, origin, func() { rules = f.parser.Parse(body) })
+	return rules, slotErr
+}
+
+// inParseSlot runs parse once a parse slot is free for the client ctx
+// names, waiting at most until ctx ends or for the Timeout; it fails with
+// a *ParseSlotError when none came free.
+func (f *Fetcher) inParseSlot(ctx context.Context, origin string, parse func()) *ParseSlotError {
 	client, start := clientOf(ctx), time.Now()
 	if _, ok := f.parses.take(ctx, client, f.opts.Timeout, nil); !ok {
-		return nil, &ParseSlotError{Origin: origin, MaxParses: f.opts.MaxParses, Waited: time.Since(start)}
+		return &ParseSlotError{Origin: origin, MaxParses: f.opts.MaxParses, Waited: time.Since(start)}
 	}
 	defer f.parses.put(client)
-	return f.parser.Parse(body), nil
+	parse()
+	return nil
 }
 
 // ParseSlotError is Result.Err of a fetch whose body arrived but found no

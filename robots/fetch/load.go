@@ -22,14 +22,22 @@ import (
 // (cache.Result.Discard), kept nowhere and counted under the outcome
 // "no_slot", "no_parse_slot" or "cancelled". Each fetch is logged at debug level.
 // With [Options.Share] the result is also encoded for a fleet's shared
-// store (see [Fetcher.Decode]).
+// store (see [Fetcher.Decode]). With [Options.TDMRep] tdmrep.json is
+// cached with robots.txt, for as long; but a result whose tdmrep.json
+// found no parse slot is kept a minute at most, and neither it nor one
+// whose tdmrep.json this instance refused to fetch (see localCause) is
+// shared.
 func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result] {
-	res, body := f.fetchBody(ctx, origin)
+	res, b := f.fetchBodies(ctx, origin)
 	if log := f.opts.Logger; log.Enabled(ctx, slog.LevelDebug) {
 		log.DebugContext(ctx, "fetched robots.txt", "origin", origin, "client", clientOf(ctx), "outcome", res.Outcome.String(),
 			"status", res.Status, "bytes", res.Bytes, "truncated", res.Truncated,
 			"ignored", res.Robots.IgnoredCount(), "redirects", res.Redirects,
 			"duration", res.Duration.String(), "err", res.Err)
+		if f.opts.TDMRep {
+			log.DebugContext(ctx, "fetched tdmrep.json", "origin", origin, "client", clientOf(ctx),
+				"found", res.TDMRep != nil, "rules", res.TDMRep.Len(), "bytes", len(b.tdmrep), "detail", res.TDMRepDetail)
+		}
 	}
 	r := cache.Result[*Result]{
 		Value:   res,
@@ -44,8 +52,11 @@ func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result]
 	if ttl, ok := res.Freshness.TTL(); ok {
 		r.MaxAge, r.NoStore = ttl, ttl <= 0
 	}
+	if res.tdmrepLocal == tdmrepNoParseSlot && !r.NoStore && (r.MaxAge == 0 || r.MaxAge > tdmrepRetry) {
+		r.MaxAge = tdmrepRetry
+	}
 	if f.opts.Share {
-		r.Shared = f.share(ctx, origin, res, body)
+		r.Shared = f.share(ctx, origin, res, b)
 	}
 	return r
 }
@@ -71,13 +82,13 @@ func notFetched(err error) (string, bool) {
 // share encodes res, loaded for the key origin, for a shared store, or
 // returns nil when other instances must not have it: a failure of this
 // instance's own (see localCause), which another instance would take for
-// the origin's and refuse it for; a result under a key that is not its
-// canonical origin, which would never decode.
-func (f *Fetcher) share(ctx context.Context, origin string, res *Result, body []byte) []byte {
-	if localCause(res.Err) || res.Origin != origin {
+// the origin's and refuse it for, robots.txt's or tdmrep.json's; a result
+// under a key that is not its canonical origin, which would never decode.
+func (f *Fetcher) share(ctx context.Context, origin string, res *Result, b bodies) []byte {
+	if localCause(res.Err) || res.tdmrepLocal != tdmrepOrigin || res.Origin != origin {
 		return nil
 	}
-	data, err := encodeShared(res, body)
+	data, err := encodeShared(res, b)
 	if err != nil {
 		f.opts.Logger.WarnContext(ctx, "robots.txt kept in this instance only", "origin", origin, "err", err)
 		return nil

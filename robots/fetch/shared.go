@@ -12,10 +12,18 @@ import (
 	"robotsgate/robots"
 )
 
-// sharedVersion is the version of the encoding [Fetcher.Load] writes for a
-// shared store. [Fetcher.Decode] refuses any other, so an instance never
-// misreads what another version wrote: the entry is fetched again.
-const sharedVersion = 1
+// Versions of the encoding [Fetcher.Load] writes for a shared store.
+// [Fetcher.Decode] refuses any other, so an instance never misreads what
+// another version wrote: the entry is fetched again.
+const (
+	// sharedVersion: a result fetched without Options.TDMRep.
+	sharedVersion = 1
+	// sharedVersionTDMRep: a result fetched with Options.TDMRep, which
+	// has a tdmrep.json section (sharedHeader.TDMRep). A version of
+	// robotsgate before TDMRep refuses it rather than take the tdmrep.json
+	// body for a part of robots.txt's.
+	sharedVersionTDMRep = 2
+)
 
 // Bounds on the text a shared result carries, which ends up in 403 pages
 // and audit records: whatever another instance, or whoever can write to
@@ -28,11 +36,12 @@ const (
 	maxSharedURL = 8 << 10
 )
 
-// sharedHeader is a Result as a shared store keeps it, its body aside.
-// The encoding is this header as one line of JSON, then the body as
-// fetched: a body is kept raw, never escaped, and parsed again by each
-// instance, which costs microseconds and keeps the entry small and
-// independent of how a version of robotsgate lays out its parsed rules.
+// sharedHeader is a Result as a shared store keeps it, its bodies aside.
+// The encoding is this header as one line of JSON, then the robots.txt
+// body as fetched, then the tdmrep.json body: bodies are kept raw, never
+// escaped, and parsed again by each instance, which costs microseconds and
+// keeps the entry small and independent of how a version of robotsgate
+// lays out what it parsed.
 type sharedHeader struct {
 	Version int    `json:"v"`
 	Origin  string `json:"origin"`
@@ -50,6 +59,16 @@ type sharedHeader struct {
 	FetchedAt time.Time       `json:"fetched_at"`
 	Duration  time.Duration   `json:"duration_ns"`
 	Freshness sharedFreshness `json:"freshness"`
+	// TDMRep is the tdmrep.json fetch, with sharedVersionTDMRep only.
+	TDMRep *sharedTDMRep `json:"tdmrep,omitempty"`
+}
+
+// sharedTDMRep is a Result's tdmrep.json as a shared store keeps it.
+type sharedTDMRep struct {
+	Detail string `json:"detail"`
+	// Bytes is the length of the tdmrep.json body that ends the entry, 0
+	// when Result.TDMRep is nil.
+	Bytes int `json:"bytes,omitempty"`
 }
 
 // sharedFreshness is a Freshness as a shared store keeps it.
@@ -126,10 +145,9 @@ type sharedError struct {
 func (e *sharedError) Error() string { return e.msg }
 func (e *sharedError) Unwrap() error { return e.kind }
 
-// encodeShared encodes res with body, the body it parsed (nil when its
-// outcome is not OK). Its detail and error message are shortened to what
-// Decode takes.
-func encodeShared(res *Result, body []byte) ([]byte, error) {
+// encodeShared encodes res with the bodies it parsed (see fetchBodies).
+// Its details and error message are shortened to what Decode takes.
+func encodeShared(res *Result, b bodies) ([]byte, error) {
 	if len(res.FinalURL) > maxSharedURL {
 		return nil, fmt.Errorf("encode the robots.txt of %s: its final URL is %d bytes long, past %d", res.Origin, len(res.FinalURL), maxSharedURL)
 	}
@@ -159,7 +177,11 @@ func encodeShared(res *Result, body []byte) ([]byte, error) {
 	if res.Err != nil {
 		h.Err, h.ErrKind = shortened(res.Err.Error(), maxSharedMessage), errKindOf(res.Err)
 	}
-	data, err := h.encode(body)
+	if res.TDMRepDetail != "" { // fetched with Options.TDMRep
+		h.Version = sharedVersionTDMRep
+		h.TDMRep = &sharedTDMRep{Detail: shortened(res.TDMRepDetail, maxSharedMessage), Bytes: len(b.tdmrep)}
+	}
+	data, err := h.encode(b)
 	if err != nil {
 		return nil, fmt.Errorf("encode the robots.txt of %s: %w", res.Origin, err)
 	}
@@ -180,16 +202,17 @@ func shortened(s string, limit int) string {
 	return s[:cut] + ellipsis
 }
 
-// encode writes h as one line of JSON, then body.
-func (h *sharedHeader) encode(body []byte) ([]byte, error) {
+// encode writes h as one line of JSON, then the bodies.
+func (h *sharedHeader) encode(b bodies) ([]byte, error) {
 	var buf bytes.Buffer
-	buf.Grow(512 + len(body))
+	buf.Grow(512 + len(b.robots) + len(b.tdmrep))
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(h); err != nil { // the line ends with '\n'
 		return nil, err
 	}
-	buf.Write(body)
+	buf.Write(b.robots)
+	buf.Write(b.tdmrep)
 	return buf.Bytes(), nil
 }
 
@@ -198,7 +221,10 @@ func (h *sharedHeader) encode(body []byte) ([]byte, error) {
 // [cache.DecodeFunc]. A body is parsed again with this Fetcher's parse
 // limit and KeepIgnored. Data that another version wrote, that belongs to
 // another origin, that this Fetcher's parse limit would not have produced,
-// or that is damaged is an error. The cost is the result's RetainedBytes.
+// or that is damaged is an error; so is, for a Fetcher with
+// [Options.TDMRep], a result fetched without it (it is fetched again, with
+// tdmrep.json). A Fetcher without Options.TDMRep leaves out the tdmrep.json
+// of a result fetched with it. The cost is the result's RetainedBytes.
 func (f *Fetcher) Decode(origin string, data []byte) (*Result, int64, error) {
 	res, _, err := f.decodeShared(origin, data)
 	if err != nil {
@@ -207,18 +233,27 @@ func (f *Fetcher) Decode(origin string, data []byte) (*Result, int64, error) {
 	return res, res.RetainedBytes(), nil
 }
 
-// decodeShared is Decode, also returning the body.
-func (f *Fetcher) decodeShared(origin string, data []byte) (*Result, []byte, error) {
-	head, body, found := bytes.Cut(data, []byte{'\n'})
+// decodeShared is Decode, also returning the bodies.
+func (f *Fetcher) decodeShared(origin string, data []byte) (*Result, bodies, error) {
+	head, rest, found := bytes.Cut(data, []byte{'\n'})
 	if !found {
-		return nil, nil, fmt.Errorf("shared robots.txt of %s: no header line", origin)
+		return nil, bodies{}, fmt.Errorf("shared robots.txt of %s: no header line", origin)
 	}
 	var h sharedHeader
 	if err := json.Unmarshal(head, &h); err != nil {
-		return nil, nil, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
+		return nil, bodies{}, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
 	}
+	if err := f.checkSharedVersion(&h, len(rest)); err != nil {
+		return nil, bodies{}, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
+	}
+	var b bodies
+	if h.TDMRep != nil {
+		cut := len(rest) - h.TDMRep.Bytes
+		rest, b.tdmrep = rest[:cut], rest[cut:]
+	}
+	body := rest
 	if err := f.checkShared(origin, &h, body); err != nil {
-		return nil, nil, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
+		return nil, bodies{}, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
 	}
 	outcome, _ := outcomeNamed(h.Outcome)
 	res := &Result{
@@ -248,24 +283,57 @@ func (f *Fetcher) decodeShared(origin string, data []byte) (*Result, []byte, err
 		// beside (not on) its context, in the cache's refresh.
 		rules, slotErr := f.parse(context.Background(), origin, body)
 		if slotErr != nil {
-			return nil, nil, fmt.Errorf("shared robots.txt of %s: %w", origin, slotErr)
+			return nil, bodies{}, fmt.Errorf("shared robots.txt of %s: %w", origin, slotErr)
 		}
 		res.Robots = rules
+		b.robots = body
 	case h.ErrKind == errKindStatus:
 		res.Err = &StatusError{URL: h.FinalURL, Code: h.Status}
 	default:
 		kind, _ := errOfKind(h.ErrKind)
 		res.Err = &sharedError{msg: h.Err, kind: kind}
 	}
-	return res, body, nil
+	if h.TDMRep == nil || !f.opts.TDMRep {
+		return res, bodies{robots: b.robots}, nil
+	}
+	res.TDMRepDetail = h.TDMRep.Detail
+	if len(b.tdmrep) > 0 {
+		// Parsed in a parse slot, as robots.txt is above.
+		tdm, err := f.parseTDMRep(context.Background(), origin, b.tdmrep)
+		if err != nil {
+			return nil, bodies{}, fmt.Errorf("shared tdmrep.json of %s: %w", origin, err)
+		}
+		res.TDMRep = tdm
+	}
+	return res, b, nil
+}
+
+// checkSharedVersion refuses a version, and a tdmrep.json section, that
+// no fetch by f could have produced, before the section cuts the bodies,
+// rest bytes, in two.
+func (f *Fetcher) checkSharedVersion(h *sharedHeader, rest int) error {
+	switch {
+	case h.Version != sharedVersion && h.Version != sharedVersionTDMRep:
+		return fmt.Errorf("version %d, want %d or %d", h.Version, sharedVersion, sharedVersionTDMRep)
+	case h.Version == sharedVersion && h.TDMRep != nil:
+		return fmt.Errorf("a tdmrep.json section in version %d", sharedVersion)
+	case h.Version == sharedVersion && f.opts.TDMRep:
+		return errors.New("no tdmrep.json, which this instance fetches")
+	case h.Version == sharedVersion:
+		return nil
+	case h.TDMRep == nil:
+		return fmt.Errorf("version %d without a tdmrep.json section", sharedVersionTDMRep)
+	case h.TDMRep.Detail == "" || len(h.TDMRep.Detail) > maxSharedMessage:
+		return fmt.Errorf("a tdmrep.json detail of %d bytes", len(h.TDMRep.Detail))
+	case h.TDMRep.Bytes < 0 || h.TDMRep.Bytes > MaxTDMRepBytes || h.TDMRep.Bytes > rest:
+		return fmt.Errorf("a tdmrep.json body of %d bytes, in %d bytes of bodies", h.TDMRep.Bytes, rest)
+	}
+	return nil
 }
 
 // checkShared refuses a header and body that no fetch by f under the key
 // origin could have produced.
 func (f *Fetcher) checkShared(origin string, h *sharedHeader, body []byte) error {
-	if h.Version != sharedVersion {
-		return fmt.Errorf("version %d, want %d", h.Version, sharedVersion)
-	}
 	if h.Origin != origin {
 		return fmt.Errorf("holds the robots.txt of %q", h.Origin)
 	}

@@ -129,6 +129,15 @@ func sameResult(t *testing.T, want, got *Result) {
 			t.Errorf("errors.Is(%v, %v) differs from the original's", got.Err, target)
 		}
 	}
+	if got.TDMRepDetail != want.TDMRepDetail || (got.TDMRep == nil) != (want.TDMRep == nil) ||
+		got.TDMRep.RetainedBytes() != want.TDMRep.RetainedBytes() {
+		t.Errorf("tdmrep.json %v (%q), want %v (%q)", got.TDMRep, got.TDMRepDetail, want.TDMRep, want.TDMRepDetail)
+	}
+	for _, path := range append(sharedPaths, tdmrepPaths...) {
+		if g, w := got.TDMRep.Statements(path), want.TDMRep.Statements(path); !reflect.DeepEqual(g, w) {
+			t.Errorf("TDMRep.Statements(%q) = %+v, want %+v", path, g, w)
+		}
+	}
 	if (got.Robots == nil) != (want.Robots == nil) {
 		t.Fatalf("rules %v, want %v", got.Robots, want.Robots)
 	}
@@ -253,7 +262,7 @@ func TestDecodeRefuses(t *testing.T) {
 		h := sharedHeader{Version: sharedVersion, Origin: origin, Outcome: "ok", Status: 200, Bytes: len(body),
 			Truncated: len(body) > 16, FinalURL: origin + "/robots.txt", FetchedAt: time.Now()}
 		edit(&h)
-		data, err := h.encode([]byte(body))
+		data, err := h.encode(bodies{robots: []byte(body)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +279,9 @@ func TestDecodeRefuses(t *testing.T) {
 		{"empty", nil},
 		{"no header line", []byte(`{"v":1}`)},
 		{"not JSON", []byte("User-agent: *\nDisallow: /\n")},
-		{"another version", good(func(h *sharedHeader) { h.Version = 2 }, "")},
+		{"another version", good(func(h *sharedHeader) { h.Version = 3 }, "")},
+		{"version 2 without tdmrep.json", good(func(h *sharedHeader) { h.Version = sharedVersionTDMRep }, "")},
+		{"tdmrep.json in version 1", good(func(h *sharedHeader) { h.TDMRep = &sharedTDMRep{Detail: "tdmrep.json 404"} }, "")},
 		{"no version", good(func(h *sharedHeader) { h.Version = 0 }, "")},
 		{"another origin", good(func(h *sharedHeader) { h.Origin = "https://example.org" }, "")},
 		{"unknown outcome", good(func(h *sharedHeader) { h.Outcome = "maybe" }, "")},
@@ -308,7 +319,7 @@ func TestSharedLongText(t *testing.T) {
 	long := strings.Repeat("é", 3<<10)
 	res := &Result{Answer: robots.Answer{Outcome: robots.OutcomeUnreachable, Detail: "robots.txt unreachable: " + long}, Origin: origin,
 		FinalURL: origin + "/robots.txt", Err: errors.New("fetch: " + long), FetchedAt: time.Now()}
-	data, err := encodeShared(res, nil)
+	data, err := encodeShared(res, bodies{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,59 +334,70 @@ func TestSharedLongText(t *testing.T) {
 		}
 	}
 	res.FinalURL = origin + "/" + strings.Repeat("u", 8<<10)
-	if data, err := encodeShared(res, nil); err == nil {
+	if data, err := encodeShared(res, bodies{}); err == nil {
 		t.Errorf("a final URL of %d bytes encoded: %q", len(res.FinalURL), data)
 	}
 }
 
-// FuzzDecode: no data makes Decode panic, and whatever decodes encodes
-// again to data that decodes to the same result.
+// FuzzDecode: no data makes Decode panic, with or without TDMRep, and
+// whatever decodes encodes again to data that decodes to the same result.
 func FuzzDecode(f *testing.F) {
 	const origin = "https://example.com"
-	fetcher := New(Options{MaxBytes: 64})
-	defer fetcher.Close()
+	fetchers := []*Fetcher{New(Options{MaxBytes: 64}), New(Options{MaxBytes: 64, TDMRep: true})}
+	defer fetchers[0].Close()
+	defer fetchers[1].Close()
 	now := time.Date(2026, 11, 25, 9, 7, 44, 123456789, time.UTC)
 	for _, seed := range []struct {
-		res  Result
-		body string
+		res          Result
+		body, tdmrep string
 	}{
 		{Result{Answer: robots.Answer{Outcome: robots.OutcomeOK}, Origin: origin, Status: 200, Bytes: 36, FinalURL: origin + "/robots.txt",
 			FetchedAt: now, Duration: time.Millisecond, Freshness: Freshness{MaxAge: time.Hour, HasMaxAge: true, Date: now}},
-			"User-agent: *\nCrawl-delay: 3\nDisallow: /"},
+			"User-agent: *\nCrawl-delay: 3\nDisallow: /", ""},
 		{Result{Answer: robots.Answer{Outcome: robots.OutcomeOK}, Origin: origin, Status: 200, Bytes: 65, Truncated: true, FinalURL: origin + "/robots.txt", FetchedAt: now},
-			strings.Repeat("Disallow: /x\n", 5)},
+			strings.Repeat("Disallow: /x\n", 5), ""},
 		{Result{Answer: robots.Answer{Outcome: robots.OutcomeUnavailable, Detail: "robots.txt 404"}, Origin: origin, Status: 404, FinalURL: origin + "/robots.txt",
-			Err: &StatusError{URL: origin + "/robots.txt", Code: 404}, FetchedAt: now, Freshness: Freshness{HasExpires: true, Date: now}}, ""},
+			Err: &StatusError{URL: origin + "/robots.txt", Code: 404}, FetchedAt: now, Freshness: Freshness{HasExpires: true, Date: now}}, "", ""},
 		{Result{Answer: robots.Answer{Outcome: robots.OutcomeUnavailable, Detail: "robots.txt: redirect loop"}, Origin: origin, Status: 302, Redirects: 2,
-			Err: fmt.Errorf("x redirects back to y: %w", ErrRedirectLoop), FetchedAt: now}, ""},
+			Err: fmt.Errorf("x redirects back to y: %w", ErrRedirectLoop), FetchedAt: now}, "", ""},
 		{Result{Answer: robots.Answer{Outcome: robots.OutcomeUnreachable, Detail: "robots.txt unreachable: timeout"}, Origin: origin,
-			Err: errors.New("fetch: timeout"), FetchedAt: now}, ""},
+			Err: errors.New("fetch: timeout"), FetchedAt: now}, "", ""},
+		{Result{Answer: robots.Answer{Outcome: robots.OutcomeOK}, Origin: origin, Status: 200, Bytes: 24, FinalURL: origin + "/robots.txt",
+			FetchedAt: now, TDMRepDetail: "tdmrep.json: 2 rules"},
+			"User-agent: *\nAllow: /\n", `[{"location":"/a/","tdm-reservation":0},{"location":"/","tdm-reservation":1}]`},
+		{Result{Answer: robots.Answer{Outcome: robots.OutcomeUnavailable, Detail: "robots.txt 404"}, Origin: origin, Status: 404, FinalURL: origin + "/robots.txt",
+			Err: &StatusError{URL: origin + "/robots.txt", Code: 404}, FetchedAt: now, TDMRepDetail: "tdmrep.json 404"}, "", ""},
 	} {
-		data, err := encodeShared(&seed.res, []byte(seed.body))
+		data, err := encodeShared(&seed.res, bodies{robots: []byte(seed.body), tdmrep: []byte(seed.tdmrep)})
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		res, body, err := fetcher.decodeShared(origin, data)
-		if err != nil {
-			return
-		}
-		again, err := encodeShared(res, body)
-		if err != nil {
-			t.Fatalf("decoded %+v, but it does not encode: %v", res, err)
-		}
-		res2, body2, err := fetcher.decodeShared(origin, again)
-		if err != nil {
-			t.Fatalf("encoded again as %q, it does not decode: %v", again, err)
-		}
-		if !bytes.Equal(body, body2) {
-			t.Fatalf("body %q, then %q", body, body2)
-		}
-		sameResult(t, res, res2)
-		if !reflect.DeepEqual(res.Robots, res2.Robots) {
-			t.Fatalf("rules %+v, then %+v", res.Robots, res2.Robots)
+		for _, fetcher := range fetchers {
+			res, b, err := fetcher.decodeShared(origin, data)
+			if err != nil {
+				continue
+			}
+			if (res.TDMRep != nil) != (len(b.tdmrep) > 0) || !fetcher.opts.TDMRep && (res.TDMRep != nil || res.TDMRepDetail != "") {
+				t.Fatalf("TDMRep %v (%q) with a body of %d bytes, Options.TDMRep %v", res.TDMRep, res.TDMRepDetail, len(b.tdmrep), fetcher.opts.TDMRep)
+			}
+			again, err := encodeShared(res, b)
+			if err != nil {
+				t.Fatalf("decoded %+v, but it does not encode: %v", res, err)
+			}
+			res2, b2, err := fetcher.decodeShared(origin, again)
+			if err != nil {
+				t.Fatalf("encoded again as %q, it does not decode: %v", again, err)
+			}
+			if !bytes.Equal(b.robots, b2.robots) || !bytes.Equal(b.tdmrep, b2.tdmrep) {
+				t.Fatalf("bodies %q, then %q", b, b2)
+			}
+			sameResult(t, res, res2)
+			if !reflect.DeepEqual(res.Robots, res2.Robots) || !reflect.DeepEqual(res.TDMRep, res2.TDMRep) {
+				t.Fatalf("rules %+v %+v, then %+v %+v", res.Robots, res.TDMRep, res2.Robots, res2.TDMRep)
+			}
 		}
 	})
 }
@@ -392,7 +414,7 @@ func BenchmarkDecode(b *testing.B) {
 		f := New(Options{})
 		res := &Result{Answer: robots.Answer{Outcome: robots.OutcomeOK}, Origin: origin, Status: 200, Bytes: len(body),
 			FinalURL: origin + "/robots.txt", FetchedAt: time.Now(), Freshness: Freshness{Date: time.Now()}}
-		data, err := encodeShared(res, body)
+		data, err := encodeShared(res, bodies{robots: body})
 		if err != nil {
 			b.Fatal(err)
 		}
