@@ -274,6 +274,9 @@ func (c *checker) checkIdentity(cfg *Config) {
 			c.report(tokenName, nil, "%q is not a product token; use the name a robots.txt's User-agent line gives the crawler, e.g. \"GPTBot\" (letters, digits and -_.!)", token)
 		}
 	}
+	if cfg.TDMRep && cfg.Usage == proxy.UsageOff {
+		c.report("ROBOTSGATE_TDMREP", nil, "is on, but ROBOTSGATE_USAGE is off, so no tdmrep.json would be read; set ROBOTSGATE_USAGE to enforce or audit, or unset ROBOTSGATE_TDMREP")
+	}
 	if _, ok := c.given("ROBOTSGATE_PURPOSES"); ok && !c.failed("ROBOTSGATE_PURPOSES") && cfg.Token == "" {
 		c.report("ROBOTSGATE_PURPOSES", nil, "declares the purposes of the crawler %s names, and it is unset: on a gate several bots share, one list cannot speak for all; set %s, or declare purposes per crawler in ROBOTSGATE_POLICY", tokenName, tokenName)
 	}

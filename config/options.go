@@ -118,6 +118,7 @@ func (c *Config) FetchOptions(version string, roots *x509.CertPool, destinations
 		RootCAs:        roots,
 		UpstreamProxy:  c.UpstreamProxy,
 		Logger:         log,
+		TDMRep:         c.TDMRep,
 	}
 	if len(destinations.Ranges()) > 0 {
 		// Only a policy that denies something: through an upstream proxy

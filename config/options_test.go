@@ -225,9 +225,9 @@ func TestCacheRoomForTheLargestFile(t *testing.T) {
 	}{
 		{nil, 500 << 10, false, nil},
 		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "16MiB"}, 500 << 10, true,
-			[]string{"ROBOTSGATE_CACHE_MAX_BYTES (16 MiB) is too small for ROBOTSGATE_PARSE_LIMIT (500 KiB)", "fetched and parsed again for every request to its origin", "at least 27 MiB"}},
-		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "27MiB"}, 500 << 10, false, nil},
-		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "1MiB"}, 500 << 10, true, []string{"(1 MiB)", "at least 27 MiB"}},
+			[]string{"ROBOTSGATE_CACHE_MAX_BYTES (16 MiB) is too small for ROBOTSGATE_PARSE_LIMIT (500 KiB)", "fetched and parsed again for every request to its origin", "at least 28 MiB"}},
+		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "28MiB"}, 500 << 10, false, nil},
+		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "1MiB"}, 500 << 10, true, []string{"(1 MiB)", "at least 28 MiB"}},
 		{map[string]string{"ROBOTSGATE_PARSE_LIMIT": "1MiB"}, 1 << 20, false, nil},
 		{map[string]string{"ROBOTSGATE_PARSE_LIMIT": "2MiB"}, 2 << 20, true, []string{"ROBOTSGATE_PARSE_LIMIT (2 MiB)", "ROBOTSGATE_CACHE_MAX_BYTES (64 MiB)"}},
 	} {

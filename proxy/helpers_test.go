@@ -212,7 +212,7 @@ type testProxy struct {
 func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 	t.Helper()
 	p := &testProxy{t: t, logs: &lockedBuffer{}, served: make(chan error, 1)}
-	fetchOpts := fetch.Options{UserAgent: "robotsgate-test", RootCAs: cfg.roots, Timeout: testTimeout, ConnectTimeout: testTimeout, UpstreamProxy: cfg.upstream}
+	fetchOpts := fetch.Options{UserAgent: "robotsgate-test", RootCAs: cfg.roots, Timeout: testTimeout, ConnectTimeout: testTimeout, UpstreamProxy: cfg.upstream, TDMRep: cfg.tdmrep}
 	if cfg.destinations != nil {
 		fetchOpts.DialControl = cfg.destinations.Control
 	}

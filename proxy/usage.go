@@ -116,10 +116,14 @@ func (d *decision) judgeUsage(r *http.Request, result *fetch.Result, pathAndQuer
 		return nil
 	}
 	lines := result.Usage(d.who.token, pathAndQuery)
-	if len(lines) == 0 {
+	if len(lines) == 0 && result.TDMRep == nil {
 		return nil // the common case: the site states nothing
 	}
-	return d.judgeStated(r, usage.FromRobots(lines), "robotsgate did not fetch the URL")
+	stated := usage.FromRobots(lines)
+	if result.TDMRep != nil {
+		stated = append(stated, result.TDMRep.Statements(pathAndQuery)...)
+	}
+	return d.judgeStated(r, stated, "robotsgate did not fetch the URL")
 }
 
 // judgeTunnelUsage judges a tunnel the proxy cannot look into by the
