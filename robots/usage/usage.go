@@ -80,23 +80,79 @@ type Verdict struct {
 	By      Statement
 }
 
+// Bounds on what one call reads, so that a 60 KB header or a file of
+// thousands of usage lines costs a bounded amount.
+const (
+	// maxValue: a Content-Usage value (a line's, or a header's field
+	// lines combined) or a field line longer than this states nothing.
+	// RFC 9651 asks parsers to accept 1024 members; no real preference
+	// comes near, and parsing more per request is a cost an origin
+	// would choose for every crawler reading it.
+	maxValue = 8 << 10
+	// maxLines: usage lines (or field lines of one header) read per call.
+	maxLines = 64
+	// maxStatements: statements returned per call.
+	maxStatements = 64
+	// maxText: bytes of Statement.Text.
+	maxText = 200
+)
+
 // FromRobots reads the usage lines robots.txt applies to a request (see
-// [robots.Robots.Usage]): one statement per label a line states. A line
-// whose value does not parse states nothing.
+// [robots.Robots.Usage]): one statement per label a line states, for the
+// labels the vocabulary knows, in line order. A Content-Usage line whose
+// value does not parse as an RFC 9651 Dictionary states nothing; of a
+// Content-Signal line, each "label=yes|no" entry counts on its own. At
+// most the first 64 lines are read and 64 statements returned.
 func FromRobots(lines []robots.UsageLine) []Statement {
-	return nil // TODO(helper usage)
+	if len(lines) == 0 {
+		return nil
+	}
+	var out []Statement
+	for i := range lines {
+		if i == maxLines || len(out) >= maxStatements {
+			break
+		}
+		l := &lines[i]
+		switch l.Directive {
+		case robots.DirectiveContentUsage:
+			text := "Content-Usage: " + l.Value
+			if l.Path != "" {
+				text = "Content-Usage: " + l.Path + " " + l.Value
+			}
+			out = appendContentUsage(out, Statement{Form: FormContentUsage, Line: l.Line, Text: bound(text)}, l.Value)
+		case robots.DirectiveContentSignal:
+			out = appendContentSignal(out, Statement{Form: FormContentSignal, Line: l.Line, Text: bound("Content-Signal: " + l.Value)}, l.Value)
+		}
+	}
+	return cap64(out)
 }
 
 // FromResponse reads the preferences a response's header states to the
-// crawler judged as token: Content-Usage, tdm-reservation, and
-// X-Robots-Tag noai/noimageai (also "token: noai").
+// crawler judged as token: Content-Usage (its field lines combined into
+// one RFC 9651 Dictionary; one that does not parse states nothing),
+// tdm-reservation ("1" refuses, "0" allows, anything else nothing), and
+// X-Robots-Tag noai/noimageai, unprefixed or prefixed by a bot name equal
+// to token ("gptbot: noai"); noimageai only on an image/* response.
 func FromResponse(h http.Header, token string) []Statement {
-	return nil // TODO(helper usage)
+	var out []Statement
+	if v := h["Content-Usage"]; len(v) > 0 {
+		if joined, ok := combine(v); ok {
+			out = appendContentUsage(out, Statement{Form: FormContentUsage, Header: "Content-Usage", Text: bound("Content-Usage: " + joined)}, joined)
+		}
+	}
+	if v := h["Tdm-Reservation"]; len(v) > 0 {
+		out = appendTDMReservation(out, v)
+	}
+	if v := h["X-Robots-Tag"]; len(v) > 0 {
+		out = appendNoAI(out, v, token, isImage(h.Get("Content-Type")))
+	}
+	return cap64(out)
 }
 
-// Judge judges purposes by the statements: refused when, for one of the
-// purposes, the statements that speak for it refuse it (see the
-// vocabulary table; a refusal wins over an allowance).
-func Judge(purposes []string, statements []Statement) Verdict {
-	return Verdict{} // TODO(helper usage)
+// cap64 keeps at most maxStatements statements.
+func cap64(out []Statement) []Statement {
+	if len(out) > maxStatements {
+		return out[:maxStatements:maxStatements]
+	}
+	return out
 }
