@@ -7,7 +7,41 @@ import (
 	"github.com/dunglas/httpsfv"
 )
 
-// appendContentUsage appends the statements of one aipref expression
+// reader reads values into statements within a budget of labels and
+// bytes.
+type reader struct {
+	left  int // labels that may still be read
+	bytes int // bytes that may still be read
+	out   []Statement
+}
+
+func newReader(out []Statement) reader {
+	return reader{left: maxLabels, bytes: maxRead, out: out}
+}
+
+// take charges value to the budget and returns it, or "" when it states
+// nothing: when it is longer than maxValue (charged one label), or has
+// more labels (one more than its commas) or bytes than are left (then
+// nothing after it is read either).
+func (r *reader) take(value string) string {
+	if r.left == 0 {
+		return ""
+	}
+	if len(value) > maxValue {
+		r.left--
+		return ""
+	}
+	n := 1 + strings.Count(value, ",")
+	if n > r.left || len(value) > r.bytes {
+		r.left = 0
+		return ""
+	}
+	r.left -= n
+	r.bytes -= len(value)
+	return value
+}
+
+// contentUsage appends the statements of one aipref expression
 // (draft-ietf-aipref-vocab-08 §5): value parsed as an RFC 9651
 // Dictionary; a value that does not parse states nothing (RFC 9651 §4.2:
 // the whole field is ignored). Of each member naming a known label, the
@@ -15,18 +49,12 @@ import (
 // Inner List, yes/no) states nothing for it; parameters are ignored. A
 // key stated twice keeps its last value, as RFC 9651 §4.2.2 does. base
 // carries the statement's origin (form, line or header, text).
-func appendContentUsage(out []Statement, base Statement, value string) []Statement {
-	if len(value) > maxValue {
-		return out
-	}
+func (r *reader) contentUsage(base Statement, value string) {
 	d, err := httpsfv.UnmarshalDictionary([]string{value})
 	if err != nil {
-		return out
+		return
 	}
 	for _, name := range d.Names() {
-		if len(out) >= maxStatements {
-			break
-		}
 		if !known(FormContentUsage, name) {
 			continue
 		}
@@ -41,18 +69,17 @@ func appendContentUsage(out []Statement, base Statement, value string) []Stateme
 		}
 		s := base
 		s.Label, s.Value, s.Allows = name, string(tok), tok == "y"
-		out = append(out, s)
+		r.out = append(r.out, s)
 	}
-	return out
 }
 
 // combine joins a structured field's lines as RFC 9651 §4.2 does (", "),
 // leaving out empty ones (which would otherwise make the whole field
-// fail). ok is false when there are more than maxLines lines or the value
+// fail). It is "" when there are more lines than maxLabels or the value
 // exceeds maxValue: the field then states nothing.
-func combine(lines []string) (string, bool) {
-	if len(lines) > maxLines {
-		return "", false
+func combine(lines []string) string {
+	if len(lines) > maxLabels {
+		return ""
 	}
 	n, parts := 0, 0
 	for _, l := range lines {
@@ -65,14 +92,11 @@ func combine(lines []string) (string, bool) {
 		n += len(l)
 		parts++
 	}
-	if n > maxValue {
-		return "", false
-	}
-	if parts == len(lines) {
-		if parts == 1 {
-			return lines[0], true
-		}
-		return strings.Join(lines, ", "), true
+	switch {
+	case n > maxValue || parts == 0:
+		return ""
+	case parts == 1 && len(lines) == 1:
+		return lines[0]
 	}
 	var b strings.Builder
 	b.Grow(n)
@@ -85,10 +109,10 @@ func combine(lines []string) (string, bool) {
 		}
 		b.WriteString(l)
 	}
-	return b.String(), true
+	return b.String()
 }
 
-// appendContentSignal appends the statements of one Content-Signal line.
+// contentSignal appends the statements of one Content-Signal line.
 // Cloudflare publishes no grammar (its value happens to be an RFC 9651
 // Dictionary), so it is read leniently, entry by entry: comma-separated
 // "label=value", spaces around either ignored, label and value compared
@@ -96,11 +120,8 @@ func combine(lines []string) (string, bool) {
 // another value states nothing for its label and leaves the others
 // standing (a missing signal "neither grants nor restricts"). A label
 // stated twice gives two statements, so that no wins.
-func appendContentSignal(out []Statement, base Statement, value string) []Statement {
-	if len(value) > maxValue {
-		return out
-	}
-	for rest := value; rest != "" && len(out) < maxStatements; {
+func (r *reader) contentSignal(base Statement, value string) {
+	for rest := value; rest != ""; {
 		var entry string
 		entry, rest, _ = strings.Cut(rest, ",")
 		label, val, ok := strings.Cut(entry, "=")
@@ -121,9 +142,8 @@ func appendContentSignal(out []Statement, base Statement, value string) []Statem
 		}
 		s := base
 		s.Label, s.Value, s.Allows = label, val, allows
-		out = append(out, s)
+		r.out = append(r.out, s)
 	}
-	return out
 }
 
 // appendTDMReservation appends the tdm-reservation header's statement
@@ -132,7 +152,7 @@ func appendContentSignal(out []Statement, base Statement, value string) []Statem
 func appendTDMReservation(out []Statement, lines []string) []Statement {
 	var seen [2]bool
 	for i, l := range lines {
-		if i == maxLines {
+		if i == maxLabels {
 			break
 		}
 		var text string
@@ -155,22 +175,22 @@ func appendTDMReservation(out []Statement, lines []string) []Statement {
 	return out
 }
 
-// appendNoAI appends the noai/noimageai statements of X-Robots-Tag's
-// field lines that apply to token. Each line is a comma-separated list of
-// rules, case-insensitive; "bot: rule" scopes that rule and the ones after
-// it on the same line to bot (Google's syntax), and a scope that is not
-// token (case-insensitively) does not apply. A name before a colon is a
-// bot only when it is a product token and not one of the rules that take
-// an argument (max-snippet: 0), so that a date's colon does not scope
+// noAI appends the noai/noimageai statements of X-Robots-Tag's field
+// lines that apply to token. Each line is a comma-separated list of rules,
+// case-insensitive; "bot: rule" scopes that rule and the ones after it on
+// the same line to bot (Google's syntax), and a scope that is not token
+// (case-insensitively) does not apply. A name before a colon is a bot only
+// when it is a product token and not one of the rules that take an
+// argument (max-snippet: 0), so that a date's colon does not scope
 // anything. noimageai counts only when image (an image/* response): it is
 // about a page's images, not the page. Each label counts once.
-func appendNoAI(out []Statement, lines []string, token string, image bool) []Statement {
+func (r *reader) noAI(lines []string, token string, image bool) {
 	var seen [2]bool // noai, noimageai
-	for i, l := range lines {
-		if i == maxLines {
-			break
-		}
-		if len(l) > maxValue {
+	for _, l := range lines {
+		if r.take(l) == "" {
+			if r.left == 0 {
+				return
+			}
 			continue
 		}
 		scope := ""
@@ -198,10 +218,9 @@ func appendNoAI(out []Statement, lines []string, token string, image bool) []Sta
 				continue
 			}
 			seen[k] = true
-			out = append(out, Statement{Form: FormNoAI, Header: "X-Robots-Tag", Text: bound("X-Robots-Tag: " + l), Label: rule})
+			r.out = append(r.out, Statement{Form: FormNoAI, Header: "X-Robots-Tag", Text: bound("X-Robots-Tag: " + l), Label: rule})
 		}
 	}
-	return out
 }
 
 // isBotName reports whether s can name a crawler: a product token

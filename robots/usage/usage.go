@@ -81,18 +81,21 @@ type Verdict struct {
 }
 
 // Bounds on what one call reads, so that a 60 KB header or a file of
-// thousands of usage lines costs a bounded amount.
+// thousands of usage lines costs a bounded amount (tens of microseconds
+// at most), whatever an origin writes.
 const (
-	// maxValue: a Content-Usage value (a line's, or a header's field
-	// lines combined) or a field line longer than this states nothing.
-	// RFC 9651 asks parsers to accept 1024 members; no real preference
-	// comes near, and parsing more per request is a cost an origin
-	// would choose for every crawler reading it.
-	maxValue = 8 << 10
-	// maxLines: usage lines (or field lines of one header) read per call.
-	maxLines = 64
-	// maxStatements: statements returned per call.
-	maxStatements = 64
+	// maxValue: a value (a robots.txt line's, a header's field lines
+	// combined, one X-Robots-Tag line) longer than this states nothing.
+	maxValue = 4 << 10
+	// maxLabels: labels read per FromRobots call, or per header in
+	// FromResponse, counted before reading as one more than a value's
+	// commas (at least one a line). A value that would go past it states
+	// nothing, and no value after it is read. RFC 9651 asks parsers to
+	// accept 1024 Dictionary members: no real preference comes near, and
+	// each member parsed costs every request to that origin.
+	maxLabels = 64
+	// maxRead: bytes of values read per call (per header), likewise.
+	maxRead = 2 * maxValue
 	// maxText: bytes of Statement.Text.
 	maxText = 200
 )
@@ -102,29 +105,41 @@ const (
 // labels the vocabulary knows, in line order. A Content-Usage line whose
 // value does not parse as an RFC 9651 Dictionary states nothing; of a
 // Content-Signal line, each "label=yes|no" entry counts on its own. At
-// most the first 64 lines are read and 64 statements returned.
+// most 64 labels are read (see maxLabels).
 func FromRobots(lines []robots.UsageLine) []Statement {
 	if len(lines) == 0 {
 		return nil
 	}
-	var out []Statement
+	// Most lines state two or three labels.
+	r := newReader(make([]Statement, 0, min(3*len(lines), maxLabels)))
 	for i := range lines {
-		if i == maxLines || len(out) >= maxStatements {
+		l := &lines[i]
+		var value string
+		switch l.Directive {
+		case robots.DirectiveContentUsage, robots.DirectiveContentSignal:
+			if value = r.take(l.Value); value == "" {
+				continue
+			}
+		default:
+			continue
+		}
+		if l.Directive == robots.DirectiveContentUsage {
+			text := "Content-Usage: " + value
+			if l.Path != "" {
+				text = "Content-Usage: " + l.Path + " " + value
+			}
+			r.contentUsage(Statement{Form: FormContentUsage, Line: l.Line, Text: bound(text)}, value)
+		} else {
+			r.contentSignal(Statement{Form: FormContentSignal, Line: l.Line, Text: bound("Content-Signal: " + value)}, value)
+		}
+		if r.left == 0 {
 			break
 		}
-		l := &lines[i]
-		switch l.Directive {
-		case robots.DirectiveContentUsage:
-			text := "Content-Usage: " + l.Value
-			if l.Path != "" {
-				text = "Content-Usage: " + l.Path + " " + l.Value
-			}
-			out = appendContentUsage(out, Statement{Form: FormContentUsage, Line: l.Line, Text: bound(text)}, l.Value)
-		case robots.DirectiveContentSignal:
-			out = appendContentSignal(out, Statement{Form: FormContentSignal, Line: l.Line, Text: bound("Content-Signal: " + l.Value)}, l.Value)
-		}
 	}
-	return cap64(out)
+	if len(r.out) == 0 {
+		return nil
+	}
+	return r.out
 }
 
 // FromResponse reads the preferences a response's header states to the
@@ -132,27 +147,24 @@ func FromRobots(lines []robots.UsageLine) []Statement {
 // one RFC 9651 Dictionary; one that does not parse states nothing),
 // tdm-reservation ("1" refuses, "0" allows, anything else nothing), and
 // X-Robots-Tag noai/noimageai, unprefixed or prefixed by a bot name equal
-// to token ("gptbot: noai"); noimageai only on an image/* response.
+// to token ("gptbot: noai"); noimageai only on an image/* response. At
+// most 64 labels of each header are read (see maxLabels).
 func FromResponse(h http.Header, token string) []Statement {
 	var out []Statement
 	if v := h["Content-Usage"]; len(v) > 0 {
-		if joined, ok := combine(v); ok {
-			out = appendContentUsage(out, Statement{Form: FormContentUsage, Header: "Content-Usage", Text: bound("Content-Usage: " + joined)}, joined)
+		r := newReader(out)
+		if joined := r.take(combine(v)); joined != "" {
+			r.contentUsage(Statement{Form: FormContentUsage, Header: "Content-Usage", Text: bound("Content-Usage: " + joined)}, joined)
 		}
+		out = r.out
 	}
 	if v := h["Tdm-Reservation"]; len(v) > 0 {
 		out = appendTDMReservation(out, v)
 	}
 	if v := h["X-Robots-Tag"]; len(v) > 0 {
-		out = appendNoAI(out, v, token, isImage(h.Get("Content-Type")))
-	}
-	return cap64(out)
-}
-
-// cap64 keeps at most maxStatements statements.
-func cap64(out []Statement) []Statement {
-	if len(out) > maxStatements {
-		return out[:maxStatements:maxStatements]
+		r := newReader(out)
+		r.noAI(v, token, isImage(h.Get("Content-Type")))
+		out = r.out
 	}
 	return out
 }
