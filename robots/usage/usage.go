@@ -114,26 +114,30 @@ func FromRobots(lines []robots.UsageLine) []Statement {
 	r := newReader(make([]Statement, 0, min(3*len(lines), maxLabels)))
 	for i := range lines {
 		l := &lines[i]
-		var value string
+		form, name := FormContentUsage, "Content-Usage: "
 		switch l.Directive {
-		case robots.DirectiveContentUsage, robots.DirectiveContentSignal:
-			if value = r.take(l.Value); value == "" {
-				continue
-			}
+		case robots.DirectiveContentUsage:
+		case robots.DirectiveContentSignal:
+			form, name = FormContentSignal, "Content-Signal: "
 		default:
 			continue
 		}
-		if l.Directive == robots.DirectiveContentUsage {
-			text := "Content-Usage: " + value
-			if l.Path != "" {
-				text = "Content-Usage: " + l.Path + " " + value
+		value := r.take(l.Value)
+		if value == "" {
+			if r.left == 0 {
+				break
 			}
-			r.contentUsage(Statement{Form: FormContentUsage, Line: l.Line, Text: bound(text)}, value)
-		} else {
-			r.contentSignal(Statement{Form: FormContentSignal, Line: l.Line, Text: bound("Content-Signal: " + value)}, value)
+			continue
 		}
-		if r.left == 0 {
-			break
+		text := name + value
+		if l.Path != "" {
+			text = name + l.Path + " " + value
+		}
+		base := Statement{Form: form, Line: l.Line, Text: bound(text)}
+		if form == FormContentUsage {
+			r.contentUsage(base, value)
+		} else {
+			r.contentSignal(base, value)
 		}
 	}
 	if len(r.out) == 0 {
