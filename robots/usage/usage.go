@@ -122,7 +122,7 @@ func FromRobots(lines []robots.UsageLine) []Statement {
 		default:
 			continue
 		}
-		value := r.take(l.Value)
+		value := r.take(trimOWS(l.Value)) // robots.txt whitespace is no part of the value
 		if value == "" {
 			if r.left == 0 {
 				break

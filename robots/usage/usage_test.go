@@ -66,6 +66,7 @@ func TestFromRobotsContentUsage(t *testing.T) {
 		{"non-ASCII", "train-ai=n, séarch=y", nil},
 		{"semicolon separator", "train-ai=n; search=y x", nil},
 		{"path left in value", "/articles/ train-ai=n", nil},
+		{"robots.txt whitespace around", "\ttrain-ai=n ", []brief{n("train-ai")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,7 +75,7 @@ func TestFromRobotsContentUsage(t *testing.T) {
 				t.Fatalf("FromRobots(%q) = %+v, want %+v", tt.value, briefs(got), tt.want)
 			}
 			for _, s := range got {
-				if s.Form != FormContentUsage || s.Line != 7 || s.Header != "" || s.Text != "Content-Usage: "+tt.value {
+				if s.Form != FormContentUsage || s.Line != 7 || s.Header != "" || s.Text != "Content-Usage: "+strings.Trim(tt.value, " \t") {
 					t.Errorf("statement %+v: want form content-usage, line 7, text of the line", s)
 				}
 			}
@@ -87,11 +88,13 @@ func TestFromRobotsTextAndLines(t *testing.T) {
 		cu(3, "/articles/", "train-ai=n"),
 		cs(9, "search=yes,ai-train=no"),
 		{Directive: robots.DirectiveAllow, Line: 10, Value: "train-ai=n"}, // not a usage line
+		{Directive: robots.DirectiveContentSignal, Line: 11, Path: "/shop/", Value: "ai-train=no"},
 	})
 	want := []Statement{
 		{Form: FormContentUsage, Line: 3, Text: "Content-Usage: /articles/ train-ai=n", Label: "train-ai", Value: "n"},
 		{Form: FormContentSignal, Line: 9, Text: "Content-Signal: search=yes,ai-train=no", Label: "search", Value: "yes", Allows: true},
 		{Form: FormContentSignal, Line: 9, Text: "Content-Signal: search=yes,ai-train=no", Label: "ai-train", Value: "no"},
+		{Form: FormContentSignal, Line: 11, Text: "Content-Signal: /shop/ ai-train=no", Label: "ai-train", Value: "no"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
