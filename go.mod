@@ -7,6 +7,7 @@ require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/dgraph-io/ristretto/v2 v2.4.2
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/dustin/go-humanize v1.0.1
 	github.com/elazarl/goproxy v1.9.2
 	github.com/hashicorp/golang-lru/v2 v2.0.7

@@ -80,23 +80,95 @@ type Verdict struct {
 	By      Statement
 }
 
+// Bounds on what one call reads, so that a 60 KB header or a file of
+// thousands of usage lines costs a bounded amount (tens of microseconds
+// at most), whatever an origin writes.
+const (
+	// maxValue: a value (a robots.txt line's, a header's field lines
+	// combined, one X-Robots-Tag line) longer than this states nothing.
+	maxValue = 4 << 10
+	// maxLabels: labels read per FromRobots call, or per header in
+	// FromResponse, counted before reading as one more than a value's
+	// commas (at least one a line). A value that would go past it states
+	// nothing, and no value after it is read. RFC 9651 asks parsers to
+	// accept 1024 Dictionary members: no real preference comes near, and
+	// each member parsed costs every request to that origin.
+	maxLabels = 64
+	// maxRead: bytes of values read per call (per header), likewise.
+	maxRead = 2 * maxValue
+	// maxText: bytes of Statement.Text.
+	maxText = 200
+)
+
 // FromRobots reads the usage lines robots.txt applies to a request (see
-// [robots.Robots.Usage]): one statement per label a line states. A line
-// whose value does not parse states nothing.
+// [robots.Robots.Usage]): one statement per label a line states, for the
+// labels the vocabulary knows, in line order. A Content-Usage line whose
+// value does not parse as an RFC 9651 Dictionary states nothing; of a
+// Content-Signal line, each "label=yes|no" entry counts on its own. At
+// most 64 labels are read (see maxLabels).
 func FromRobots(lines []robots.UsageLine) []Statement {
-	return nil // TODO(helper usage)
+	if len(lines) == 0 {
+		return nil
+	}
+	// Most lines state two or three labels.
+	r := newReader(make([]Statement, 0, min(3*len(lines), maxLabels)))
+	for i := range lines {
+		l := &lines[i]
+		form, name := FormContentUsage, "Content-Usage: "
+		switch l.Directive {
+		case robots.DirectiveContentUsage:
+		case robots.DirectiveContentSignal:
+			form, name = FormContentSignal, "Content-Signal: "
+		default:
+			continue
+		}
+		value := r.take(trimOWS(l.Value)) // robots.txt whitespace is no part of the value
+		if value == "" {
+			if r.left == 0 {
+				break
+			}
+			continue
+		}
+		text := name + value
+		if l.Path != "" {
+			text = name + l.Path + " " + value
+		}
+		base := Statement{Form: form, Line: l.Line, Text: bound(text)}
+		if form == FormContentUsage {
+			r.contentUsage(base, value)
+		} else {
+			r.contentSignal(base, value)
+		}
+	}
+	if len(r.out) == 0 {
+		return nil
+	}
+	return r.out
 }
 
 // FromResponse reads the preferences a response's header states to the
-// crawler judged as token: Content-Usage, tdm-reservation, and
-// X-Robots-Tag noai/noimageai (also "token: noai").
+// crawler judged as token: Content-Usage (its field lines combined into
+// one RFC 9651 Dictionary; one that does not parse states nothing),
+// tdm-reservation ("1" refuses, "0" allows, anything else nothing), and
+// X-Robots-Tag noai/noimageai, unprefixed or prefixed by a bot name equal
+// to token ("gptbot: noai"); noimageai only on an image/* response. At
+// most 64 labels of each header are read (see maxLabels).
 func FromResponse(h http.Header, token string) []Statement {
-	return nil // TODO(helper usage)
-}
-
-// Judge judges purposes by the statements: refused when, for one of the
-// purposes, the statements that speak for it refuse it (see the
-// vocabulary table; a refusal wins over an allowance).
-func Judge(purposes []string, statements []Statement) Verdict {
-	return Verdict{} // TODO(helper usage)
+	var out []Statement
+	if v := h["Content-Usage"]; len(v) > 0 {
+		r := newReader(out)
+		if joined := r.take(combine(v)); joined != "" {
+			r.contentUsage(Statement{Form: FormContentUsage, Header: "Content-Usage", Text: bound("Content-Usage: " + joined)}, joined)
+		}
+		out = r.out
+	}
+	if v := h["Tdm-Reservation"]; len(v) > 0 {
+		out = appendTDMReservation(out, v)
+	}
+	if v := h["X-Robots-Tag"]; len(v) > 0 {
+		r := newReader(out)
+		r.noAI(v, token, isImage(h.Get("Content-Type")))
+		out = r.out
+	}
+	return out
 }

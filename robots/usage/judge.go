@@ -1,0 +1,86 @@
+package usage
+
+import "strconv"
+
+// Judge judges purposes by the statements: refused when, for one of the
+// purposes (in order), a statement that speaks for it refuses it. Which
+// statements speak for a purpose is the vocabulary's (see [Vocabulary]);
+// a purpose no row names is never refused. Within one expression (the
+// statements of one robots.txt line, or of one response header) the
+// narrowest label stated for the purpose decides, so "bots=n, search=y"
+// allows search, and at equal depth a refusal wins; across expressions
+// any refusal wins over any allowance (draft-ietf-aipref-vocab-08 §5.1).
+// TDMRep's header supersedes its tdmrep.json (TDMRep §3.3). By is the
+// first deciding refusal in statement order.
+func Judge(purposes []string, statements []Statement) Verdict {
+	if len(statements) == 0 {
+		return Verdict{}
+	}
+	tdmHeader := false
+	for i := range statements {
+		if statements[i].Form == FormTDMRep && statements[i].Header != "" {
+			tdmHeader = true
+			break
+		}
+	}
+	for _, p := range purposes {
+		for i := range statements {
+			s := &statements[i]
+			if s.Allows || (tdmHeader && s.Form == FormTDMRep && s.Header == "") {
+				continue
+			}
+			d, ok := depth(s.Form, s.Label, p)
+			if !ok || narrowerStated(statements, s, p, d) {
+				continue
+			}
+			return Verdict{Refused: true, Purpose: p, By: *s}
+		}
+	}
+	return Verdict{}
+}
+
+// narrowerStated reports whether the expression s belongs to states a
+// label narrower than depth d for purpose p: that label then decides
+// instead of s.
+func narrowerStated(statements []Statement, s *Statement, p string, d int) bool {
+	if d == 0 {
+		return false
+	}
+	for i := range statements {
+		t := &statements[i]
+		if t.Form != s.Form || t.Line != s.Line || t.Header != s.Header {
+			continue
+		}
+		if td, ok := depth(t.Form, t.Label, p); ok && td < d {
+			return true
+		}
+	}
+	return false
+}
+
+// String names the statement as records list the preferences a site
+// states: "content-signal ai-train=no (line 3)",
+// "x-robots-tag noai (header X-Robots-Tag)".
+func (s Statement) String() string {
+	b := make([]byte, 0, 64)
+	b = append(b, s.Form.String()...)
+	b = append(b, ' ')
+	b = append(b, s.Label...)
+	if s.Value != "" {
+		b = append(b, '=')
+		b = append(b, s.Value...)
+	}
+	switch {
+	case s.Line > 0:
+		b = append(b, " (line "...)
+		b = strconv.AppendInt(b, int64(s.Line), 10)
+		b = append(b, ')')
+	case s.Header != "":
+		b = append(b, " (header "...)
+		b = append(b, s.Header...)
+		b = append(b, ')')
+	case s.Form == FormTDMRep:
+		b = append(b, " (tdmrep.json)"...)
+	}
+	return string(b)
+}
