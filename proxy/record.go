@@ -173,6 +173,9 @@ func (d *decision) robotsDecision() robots.Decision {
 		}
 		if d.usageRefusedFirst() {
 			dec.Verdict, dec.Reason = robots.VerdictDisallow, d.usageReason()
+			if d.usage.refusal.By.Line > 0 {
+				dec.RobotsTxt = d.robotsURL()
+			}
 			break
 		}
 		// robots.txt refused the request, or would have in enforce mode:

@@ -79,6 +79,9 @@ func quoteHeader(s string) string {
 // of the audit record and check -json.
 func (p *page) setJSON(d *decision) {
 	out := forbiddenJSON{Status: p.status, Decision: d.robotsDecision(), Policy: d.shownPolicyJSON()}
+	if d.usage != nil && d.usage.action != "" {
+		out.Purposes, out.Usage = d.usage.purposes, d.usageFinding()
+	}
 	out.UserAgent, out.Token, out.Rule = shown(out.UserAgent), shown(out.Token), shown(out.Rule)
 	p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail
 	p.body = append(p.body, '\n')
@@ -93,6 +96,10 @@ type forbiddenJSON struct {
 	// Policy is what in the operator's policy refused or shaped the
 	// request, as the audit record's policy field says it.
 	Policy audit.PolicyFinding `json:"policy,omitzero"`
+	// Purposes and Usage are the crawler's purposes and the usage
+	// preference that refused one, as the audit record says them.
+	Purposes []string           `json:"purposes,omitempty"`
+	Usage    audit.UsageFinding `json:"usage,omitzero"`
 }
 
 // forbiddenPage answers a disallowed request, in plain words or in JSON.

@@ -309,17 +309,23 @@ func (d *decision) usageRecord(rec *audit.Record) {
 		return
 	}
 	rec.UsageStated = statedList(u.stated)
-	if u.action == "" {
-		return
+	if u.action != "" {
+		rec.Usage = d.usageFinding()
 	}
+}
+
+// usageFinding is the refusal in the audit record's words.
+func (d *decision) usageFinding() audit.UsageFinding {
+	u := d.usage
 	by := u.refusal.By
-	rec.Usage = audit.UsageFinding{
+	f := audit.UsageFinding{
 		Form: by.Form.String(), Line: by.Line, Header: by.Header, Label: by.Label, Value: by.Value,
 		Purpose: u.refusal.Purpose, Verdict: u.action,
 	}
 	if by.Form == usage.FormTDMRep && by.Header == "" {
-		rec.Usage.Header = "tdmrep.json"
+		f.Header = "tdmrep.json"
 	}
+	return f
 }
 
 // statedList is usage_stated: "content-signal ai-train=no", once each.

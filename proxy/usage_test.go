@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -146,5 +147,38 @@ func TestUsagePreferences(t *testing.T) {
 				t.Errorf("reason %q does not name the line", rec.Reason)
 			}
 		})
+	}
+}
+
+// TestUsageRefusalJSON: a client that accepts only JSON gets the refusal
+// in the audit record's words, the usage object and purposes included;
+// the record names the robots.txt whose line refused.
+func TestUsageRefusalJSON(t *testing.T) {
+	pol, err := policy.Parse("pol.yaml", []byte(usagePolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := usageOrigin(t)
+	p := startProxy(t, proxyConfig{policy: fixedPolicy{pol}})
+	h := ua("trainer/1.0")
+	h.Set("Accept", "application/json")
+	resp, body := do(t, p.client(), http.MethodGet, o.URL+"/article", h)
+	var got struct {
+		Status   int                `json:"status"`
+		Verdict  string             `json:"verdict"`
+		Reason   string             `json:"reason"`
+		Purposes []string           `json:"purposes"`
+		Usage    audit.UsageFinding `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("status %d, body %q: %v", resp.StatusCode, body, err)
+	}
+	want := audit.UsageFinding{Form: "content-usage", Line: 2, Label: "train-ai", Value: "n", Purpose: "ai-train", Verdict: "refused"}
+	if got.Status != 403 || got.Verdict != "disallow" || got.Usage != want || !slices.Equal(got.Purposes, []string{"ai-train"}) ||
+		got.Reason != "usage: Content-Usage: train-ai=n (robots.txt line 2) refuses ai-train" {
+		t.Errorf("JSON refusal %+v, want usage %+v and purposes [ai-train]", got, want)
+	}
+	if rec := recordFor(t, p.records(), http.MethodGet, o.URL+"/article"); rec.RobotsTxt != o.robotsURL() {
+		t.Errorf("record robots_txt %q, want %q", rec.RobotsTxt, o.robotsURL())
 	}
 }
