@@ -222,6 +222,41 @@ func BenchmarkThroughputPolicy(b *testing.B) {
 	}
 }
 
+// BenchmarkThroughputUsage is BenchmarkThroughput's robotsgate row on
+// robots.txt files that state usage preferences, the crawler (curl) in a
+// group of its own: "none" on the usual file, without a usage line;
+// "signals" with Cloudflare's default Content-Signal line in curl's
+// group, curl declaring no purpose (the preferences are recorded);
+// "signals-search" the same with curl declaring search (judged, allowed).
+func BenchmarkThroughputUsage(b *testing.B) {
+	signals := strings.Replace(testRobots, "User-agent: curl\n", "User-agent: curl\nContent-Signal: search=yes, ai-train=no\n", 1)
+	searchPolicy, err := policy.Parse("policy.yaml", []byte("crawlers:\n  - token: curl\n    purposes: [search]\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name, robots string
+		policy       *policy.Policy
+	}{
+		{"none", testRobots, nil},
+		{"signals", signals, nil},
+		{"signals-search", signals, searchPolicy},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			mux := http.NewServeMux()
+			mux.HandleFunc("/robots.txt", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, bc.robots) })
+			mux.HandleFunc("/", serveBenchPage)
+			origin := httptest.NewServer(mux)
+			b.Cleanup(origin.Close)
+			cfg := proxyConfig{audit: io.Discard}
+			if bc.policy != nil {
+				cfg.policy = fixedPolicy{bc.policy}
+			}
+			runThroughput(b, startProxy(b, cfg).url, origin.URL+"/page")
+		})
+	}
+}
+
 // thousandSites is a policy of 1,000 site entries, the last naming host
 // too when it is set, and crawler entries for curl (the benchmarks'
 // User-Agent) and everyone.
