@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"robotsgate/config"
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/pace"
 	"robotsgate/proxy/policy"
@@ -109,8 +110,14 @@ func Run(ctx context.Context, args []string, env Env) int {
 	user := flags.String("user", "", "judge as this proxy credential's user, for the policy's user entries")
 	var purposes []string
 	flags.Func("purpose", "the crawler's purposes, comma-separated (search, ai-train, ai-input), judged against the sites' usage preferences", func(v string) error {
-		for p := range strings.SplitSeq(v, ",") {
-			if p = strings.TrimSpace(p); p != "" && !slices.Contains(purposes, p) {
+		// Read as ROBOTSGATE_PURPOSES is: a misspelt purpose ("AI-Train")
+		// would match no preference and pass everything unnoticed.
+		var list config.PurposeList
+		if err := list.UnmarshalText([]byte(v)); err != nil {
+			return err
+		}
+		for _, p := range list {
+			if !slices.Contains(purposes, p) {
 				purposes = append(purposes, p)
 			}
 		}
