@@ -300,7 +300,7 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 			c.checked++
 			c.disallowed++
 			out.Verdict, out.Reason = robots.VerdictDisallow, "the operator's policy keeps this crawler off this site: "+f.String()
-			return c.print(out, f, pace.Delay{}, usageJudgement{})
+			return c.print(out, f, pace.Delay{}, usageJudgement{purposes: c.purposesOf(&match)})
 		}
 	}
 	var lines []robots.UsageLine
@@ -347,7 +347,10 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 	if decided != nil {
 		out.Reason = "policy: " + decided.String()
 	}
-	j := c.judgeUsage(&match, lines, tdm, path)
+	j := usageJudgement{purposes: c.purposesOf(&match)}
+	if path != "/robots.txt" { // let through unjudged by the proxy, preferences too
+		j.judge(lines, tdm, path)
+	}
 	if v.Allowed && j.verdict.Refused {
 		by := j.verdict.By
 		out.Verdict, out.Reason = robots.VerdictDisallow, "usage: "+by.Text+" ("+usageWhere(by)+") refuses "+j.verdict.Purpose
@@ -369,22 +372,26 @@ type usageJudgement struct {
 	refused bool
 }
 
-// judgeUsage judges the crawler's purposes (-purpose, the policy's, or
-// ROBOTSGATE_PURPOSES') by the usage lines of robots.txt and tdmrep.json
-// for path, as the proxy does before a fetch.
-func (c *checker) judgeUsage(match *policy.Match, lines []robots.UsageLine, tdm *usage.TDMRep, path string) usageJudgement {
-	j := usageJudgement{purposes: c.purposes}
+// purposesOf are the crawler's purposes, as the proxy settles them:
+// -purpose's, else the policy's for the crawler (match), else
+// ROBOTSGATE_PURPOSES' for the pinned token.
+func (c *checker) purposesOf(match *policy.Match) []string {
 	if !c.purposeGiven {
 		if p := match.Purposes(); len(p) > 0 {
-			j.purposes = p
+			return p
 		}
 	}
+	return c.purposes
+}
+
+// judge judges j.purposes by the usage lines of robots.txt and tdmrep.json
+// for path, as the proxy does before a fetch.
+func (j *usageJudgement) judge(lines []robots.UsageLine, tdm *usage.TDMRep, path string) {
 	j.stated = usage.FromRobots(lines)
 	if tdm != nil {
 		j.stated = append(j.stated, tdm.Statements(path)...)
 	}
 	j.verdict = usage.Judge(j.purposes, j.stated)
-	return j
 }
 
 // usageWhere says where a statement is made: "robots.txt line 7".
