@@ -424,10 +424,7 @@ func (c *checker) print(out robots.Decision, decided *policy.Finding, delay pace
 		if decided != nil {
 			line.Policy = audit.PolicyFinding{File: decided.File, Line: decided.Line, Kind: decided.Kind.String(), Rule: decided.Rule, Reason: decided.Reason}
 		}
-		line.Purposes = j.purposes
-		for _, s := range j.stated {
-			line.UsageStated = append(line.UsageStated, usageText(s))
-		}
+		line.Purposes, line.UsageStated = j.purposes, j.statedList()
 		if j.refused {
 			by := j.verdict.By
 			line.Usage = audit.UsageFinding{Form: by.Form.String(), Line: by.Line, Label: by.Label, Value: by.Value, Purpose: j.verdict.Purpose, Verdict: audit.UsageRefused}
@@ -452,25 +449,24 @@ func (c *checker) print(out robots.Decision, decided *policy.Finding, delay pace
 		fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\n", verdict, token, out.URL, out.Reason)
 		return true
 	}
-	stated := make([]string, 0, len(j.stated))
-	for _, s := range j.stated {
-		stated = append(stated, usageText(s))
-	}
+	stated := j.statedList()
 	if len(stated) == 0 {
-		stated = append(stated, "-")
+		stated = []string{"-"}
 	}
 	fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\t%s\n", verdict, token, out.URL, out.Reason, strings.Join(stated, ", "))
 	return true
 }
 
-// usageText is a statement as usage_stated says it: "content-signal
-// ai-train=no (line 3)".
-func usageText(s usage.Statement) string {
-	text := s.Form.String() + " " + s.Label + "=" + s.Value
-	if s.Line > 0 {
-		text += " (line " + strconv.Itoa(s.Line) + ")"
+// statedList is usage_stated: each statement ("content-signal
+// ai-train=no (line 3)") once.
+func (j *usageJudgement) statedList() []string {
+	var out []string
+	for _, s := range j.stated {
+		if text := s.String(); !slices.Contains(out, text) {
+			out = append(out, text)
+		}
 	}
-	return text
+	return out
 }
 
 // jsonLine is one line of -json: the decision, and the pace the proxy
