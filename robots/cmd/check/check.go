@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"robotsgate/config"
 	"robotsgate/proxy/audit"
 	"robotsgate/proxy/pace"
 	"robotsgate/proxy/policy"
@@ -109,8 +110,14 @@ func Run(ctx context.Context, args []string, env Env) int {
 	user := flags.String("user", "", "judge as this proxy credential's user, for the policy's user entries")
 	var purposes []string
 	flags.Func("purpose", "the crawler's purposes, comma-separated (search, ai-train, ai-input), judged against the sites' usage preferences", func(v string) error {
-		for p := range strings.SplitSeq(v, ",") {
-			if p = strings.TrimSpace(p); p != "" && !slices.Contains(purposes, p) {
+		// Read as ROBOTSGATE_PURPOSES is: a misspelt purpose ("AI-Train")
+		// would match no preference and pass everything unnoticed.
+		var list config.PurposeList
+		if err := list.UnmarshalText([]byte(v)); err != nil {
+			return err
+		}
+		for _, p := range list {
+			if !slices.Contains(purposes, p) {
 				purposes = append(purposes, p)
 			}
 		}
@@ -293,7 +300,7 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 			c.checked++
 			c.disallowed++
 			out.Verdict, out.Reason = robots.VerdictDisallow, "the operator's policy keeps this crawler off this site: "+f.String()
-			return c.print(out, f, pace.Delay{}, usageJudgement{})
+			return c.print(out, f, pace.Delay{}, usageJudgement{purposes: c.purposesOf(&match)})
 		}
 	}
 	var lines []robots.UsageLine
@@ -340,7 +347,10 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 	if decided != nil {
 		out.Reason = "policy: " + decided.String()
 	}
-	j := c.judgeUsage(&match, lines, tdm, path)
+	j := usageJudgement{purposes: c.purposesOf(&match)}
+	if path != "/robots.txt" { // let through unjudged by the proxy, preferences too
+		j.judge(lines, tdm, path)
+	}
 	if v.Allowed && j.verdict.Refused {
 		by := j.verdict.By
 		out.Verdict, out.Reason = robots.VerdictDisallow, "usage: "+by.Text+" ("+usageWhere(by)+") refuses "+j.verdict.Purpose
@@ -362,22 +372,26 @@ type usageJudgement struct {
 	refused bool
 }
 
-// judgeUsage judges the crawler's purposes (-purpose, the policy's, or
-// ROBOTSGATE_PURPOSES') by the usage lines of robots.txt and tdmrep.json
-// for path, as the proxy does before a fetch.
-func (c *checker) judgeUsage(match *policy.Match, lines []robots.UsageLine, tdm *usage.TDMRep, path string) usageJudgement {
-	j := usageJudgement{purposes: c.purposes}
+// purposesOf are the crawler's purposes, as the proxy settles them:
+// -purpose's, else the policy's for the crawler (match), else
+// ROBOTSGATE_PURPOSES' for the pinned token.
+func (c *checker) purposesOf(match *policy.Match) []string {
 	if !c.purposeGiven {
 		if p := match.Purposes(); len(p) > 0 {
-			j.purposes = p
+			return p
 		}
 	}
+	return c.purposes
+}
+
+// judge judges j.purposes by the usage lines of robots.txt and tdmrep.json
+// for path, as the proxy does before a fetch.
+func (j *usageJudgement) judge(lines []robots.UsageLine, tdm *usage.TDMRep, path string) {
 	j.stated = usage.FromRobots(lines)
 	if tdm != nil {
 		j.stated = append(j.stated, tdm.Statements(path)...)
 	}
 	j.verdict = usage.Judge(j.purposes, j.stated)
-	return j
 }
 
 // usageWhere says where a statement is made: "robots.txt line 7".
@@ -410,10 +424,7 @@ func (c *checker) print(out robots.Decision, decided *policy.Finding, delay pace
 		if decided != nil {
 			line.Policy = audit.PolicyFinding{File: decided.File, Line: decided.Line, Kind: decided.Kind.String(), Rule: decided.Rule, Reason: decided.Reason}
 		}
-		line.Purposes = j.purposes
-		for _, s := range j.stated {
-			line.UsageStated = append(line.UsageStated, usageText(s))
-		}
+		line.Purposes, line.UsageStated = j.purposes, j.statedList()
 		if j.refused {
 			by := j.verdict.By
 			line.Usage = audit.UsageFinding{Form: by.Form.String(), Line: by.Line, Label: by.Label, Value: by.Value, Purpose: j.verdict.Purpose, Verdict: audit.UsageRefused}
@@ -438,25 +449,24 @@ func (c *checker) print(out robots.Decision, decided *policy.Finding, delay pace
 		fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\n", verdict, token, out.URL, out.Reason)
 		return true
 	}
-	stated := make([]string, 0, len(j.stated))
-	for _, s := range j.stated {
-		stated = append(stated, usageText(s))
-	}
+	stated := j.statedList()
 	if len(stated) == 0 {
-		stated = append(stated, "-")
+		stated = []string{"-"}
 	}
 	fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\t%s\n", verdict, token, out.URL, out.Reason, strings.Join(stated, ", "))
 	return true
 }
 
-// usageText is a statement as usage_stated says it: "content-signal
-// ai-train=no (line 3)".
-func usageText(s usage.Statement) string {
-	text := s.Form.String() + " " + s.Label + "=" + s.Value
-	if s.Line > 0 {
-		text += " (line " + strconv.Itoa(s.Line) + ")"
+// statedList is usage_stated: each statement ("content-signal
+// ai-train=no (line 3)") once.
+func (j *usageJudgement) statedList() []string {
+	var out []string
+	for _, s := range j.stated {
+		if text := s.String(); !slices.Contains(out, text) {
+			out = append(out, text)
+		}
 	}
-	return text
+	return out
 }
 
 // jsonLine is one line of -json: the decision, and the pace the proxy

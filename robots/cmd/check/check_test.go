@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"robotsgate/proxy/audit"
 	"robotsgate/proxy/pace"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
@@ -522,5 +523,258 @@ func TestCheckBarePathsWithoutTheDefaultPolicy(t *testing.T) {
 	}
 	if code, _, errOut := runEnv(t, pol, "-robots", robots, "-policy", pol, "-user-agent", "ExampleBot", "/private/a"); code != ExitUsage || !strings.Contains(errOut, "give whole URLs") {
 		t.Errorf("-policy given with a bare path: exit %d, stderr %s", code, errOut)
+	}
+}
+
+// usageRobotsTxt states usage preferences. Line numbers matter: the
+// reasons and the fifth column cite them.
+const usageRobotsTxt = `User-agent: *
+Content-Usage: train-ai=n
+Content-Usage: /open/ train-ai=y
+Disallow: /private/
+
+User-agent: SignalBot
+Content-Signal: search=yes, ai-train=no
+Allow: /
+
+User-agent: PlainBot
+Disallow: /x
+`
+
+// runWith runs the command with env, its standard streams filled in.
+func runWith(t *testing.T, env Env, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env.Stdin, env.Stdout, env.Stderr = strings.NewReader(""), &out, &errOut
+	code = Run(context.Background(), args, env)
+	return code, out.String(), errOut.String()
+}
+
+// TestCheckPurpose: with -purpose, a preference of robots.txt refusing a
+// purpose disallows a URL robots.txt allows, its reason naming the line
+// and label as the proxy's record does; a fifth column lists the
+// preferences that apply. A preference never overrides a Disallow, a
+// training opt-out does not touch a search crawler, and without -purpose
+// the four columns stay as they were.
+func TestCheckPurpose(t *testing.T) {
+	file := writeFile(t, "robots.txt", usageRobotsTxt)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"content-usage refuses ai-train", []string{"-user-agent", "ExampleBot", "-purpose", "ai-train", "https://example.com/a"}, ExitDisallowed,
+			"disallowed\tExampleBot\thttps://example.com/a\tusage: Content-Usage: train-ai=n (robots.txt line 2) refuses ai-train\tcontent-usage train-ai=n (line 2)\n"},
+		{"a path-scoped line allows", []string{"-user-agent", "ExampleBot", "-purpose", "ai-train", "https://example.com/open/x"}, ExitAllowed,
+			"allowed\tExampleBot\thttps://example.com/open/x\tno matching rule\tcontent-usage train-ai=y (line 3)\n"},
+		{"search is not refused by a training opt-out", []string{"-user-agent", "ExampleBot", "-purpose", "search", "https://example.com/a"}, ExitAllowed,
+			"allowed\tExampleBot\thttps://example.com/a\tno matching rule\tcontent-usage train-ai=n (line 2)\n"},
+		{"content-signal refuses ai-train", []string{"-user-agent", "SignalBot", "-purpose", "search,ai-train", "https://example.com/a"}, ExitDisallowed,
+			"disallowed\tSignalBot\thttps://example.com/a\tusage: Content-Signal: search=yes, ai-train=no (robots.txt line 7) refuses ai-train\t" +
+				"content-signal search=yes (line 7), content-signal ai-train=no (line 7)\n"},
+		{"content-signal allows search", []string{"-user-agent", "SignalBot", "-purpose", "search", "https://example.com/a"}, ExitAllowed,
+			"allowed\tSignalBot\thttps://example.com/a\tallow: / (line 8)\tcontent-signal search=yes (line 7), content-signal ai-train=no (line 7)\n"},
+		{"purposes given twice add up", []string{"-user-agent", "SignalBot", "-purpose", "search", "-purpose", "ai-train", "https://example.com/a"}, ExitDisallowed,
+			"disallowed\tSignalBot\thttps://example.com/a\tusage: Content-Signal: search=yes, ai-train=no (robots.txt line 7) refuses ai-train\t" +
+				"content-signal search=yes (line 7), content-signal ai-train=no (line 7)\n"},
+		{"robots.txt disallows first", []string{"-user-agent", "ExampleBot", "-purpose", "ai-train", "https://example.com/private/x"}, ExitDisallowed,
+			"disallowed\tExampleBot\thttps://example.com/private/x\tdisallow: /private/ (line 4)\tcontent-usage train-ai=n (line 2)\n"},
+		{"the site states nothing", []string{"-user-agent", "PlainBot", "-purpose", "ai-train", "https://example.com/a"}, ExitAllowed,
+			"allowed\tPlainBot\thttps://example.com/a\tno matching rule\t-\n"},
+		{"robots.txt itself is not judged", []string{"-user-agent", "ExampleBot", "-purpose", "ai-train", "/robots.txt"}, ExitAllowed,
+			"allowed\tExampleBot\t/robots.txt\trobots.txt is always allowed\t-\n"},
+		{"an empty -purpose declares none", []string{"-user-agent", "ExampleBot", "-purpose", "", "https://example.com/a"}, ExitAllowed,
+			"allowed\tExampleBot\thttps://example.com/a\tno matching rule\tcontent-usage train-ai=n (line 2)\n"},
+		{"no -purpose: four columns", []string{"-user-agent", "ExampleBot", "https://example.com/a", "https://example.com/private/x"}, ExitDisallowed,
+			"allowed\tExampleBot\thttps://example.com/a\tno matching rule\n" +
+				"disallowed\tExampleBot\thttps://example.com/private/x\tdisallow: /private/ (line 4)\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := run(t, "", nil, append([]string{"-robots", file}, c.args...)...)
+			if code != c.code || out != c.out {
+				t.Errorf("exit %d, output:\n%q\nwant exit %d, output:\n%q\nstderr: %s", code, out, c.code, c.out, errOut)
+			}
+		})
+	}
+}
+
+// TestCheckPurposeErrors: a purpose that is not a lower-case word is a
+// usage error, as it is in ROBOTSGATE_PURPOSES: misspelt, it would match
+// no preference and pass every URL.
+func TestCheckPurposeErrors(t *testing.T) {
+	file := writeFile(t, "robots.txt", usageRobotsTxt)
+	for _, purpose := range []string{"AI-Train", "ai_train", "search, ai train"} {
+		code, out, errOut := run(t, "", nil, "-robots", file, "-user-agent", "ExampleBot", "-purpose", purpose, "/a")
+		if code != ExitUsage || out != "" || !strings.Contains(errOut, "is not a purpose") {
+			t.Errorf("-purpose %q: exit %d, stdout %q, stderr %q; want exit %d naming the purpose", purpose, code, out, errOut, ExitUsage)
+		}
+	}
+}
+
+// TestCheckPurposeJSON: -json gives the purposes, the refusing preference
+// in the audit record's words (usage) and the preferences that apply
+// (usage_stated); a robots.txt refusal has no usage object.
+func TestCheckPurposeJSON(t *testing.T) {
+	file := writeFile(t, "robots.txt", usageRobotsTxt)
+	for _, c := range []struct {
+		name, ua, purposes, path string
+		verdict, reason          string
+		usage                    string // the usage object, "" for none
+		stated                   []string
+	}{
+		{"refused", "ExampleBot", "search,ai-train", "/a", "disallow", "usage: Content-Usage: train-ai=n (robots.txt line 2) refuses ai-train",
+			`{"form":"content-usage","line":2,"label":"train-ai","value":"n","purpose":"ai-train","verdict":"refused"}`,
+			[]string{"content-usage train-ai=n (line 2)"}},
+		{"content-signal", "SignalBot", "ai-train", "/a", "disallow", "usage: Content-Signal: search=yes, ai-train=no (robots.txt line 7) refuses ai-train",
+			`{"form":"content-signal","line":7,"label":"ai-train","value":"no","purpose":"ai-train","verdict":"refused"}`,
+			[]string{"content-signal search=yes (line 7)", "content-signal ai-train=no (line 7)"}},
+		{"allowed", "ExampleBot", "search", "/a", "allow", "no matching rule", "", []string{"content-usage train-ai=n (line 2)"}},
+		{"robots.txt decides", "ExampleBot", "ai-train", "/private/x", "disallow", "disallow: /private/ (line 4)", "", []string{"content-usage train-ai=n (line 2)"}},
+		{"nothing stated", "PlainBot", "ai-train", "/a", "allow", "no matching rule", "", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, out, errOut := run(t, "", nil, "-json", "-robots", file, "-user-agent", c.ua, "-purpose", c.purposes, c.path)
+			var got struct {
+				Verdict     string          `json:"verdict"`
+				Reason      string          `json:"reason"`
+				Purposes    []string        `json:"purposes"`
+				Usage       json.RawMessage `json:"usage"`
+				UsageStated []string        `json:"usage_stated"`
+			}
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("output %q: %v; stderr %s", out, err, errOut)
+			}
+			if want := strings.Split(c.purposes, ","); got.Verdict != c.verdict || got.Reason != c.reason || string(got.Usage) != c.usage ||
+				!reflect.DeepEqual(got.Purposes, want) || !reflect.DeepEqual(got.UsageStated, c.stated) {
+				t.Errorf("got %s\nwant verdict %s, reason %q, purposes %q, usage %s, usage_stated %q", out, c.verdict, c.reason, want, c.usage, c.stated)
+			}
+		})
+	}
+}
+
+// usagePolicy declares the purposes of two crawlers.
+const usagePolicy = `crawlers:
+  - token: trainer
+    purposes: [ai-train]
+  - token: finder
+    purposes: [search]
+  - token: walled
+    purposes: [ai-train]
+    allow_sites: ["example.org"]
+`
+
+// TestCheckPurposeDefaults: without -purpose, the crawler's purposes are
+// the policy's for it, else ROBOTSGATE_PURPOSES' when -user-agent's token
+// is ROBOTSGATE_TOKEN's (in any case), else none; -purpose overrides
+// both. The text keeps its four columns unless -purpose is given.
+func TestCheckPurposeDefaults(t *testing.T) {
+	file := writeFile(t, "robots.txt", usageRobotsTxt)
+	pol := writeFile(t, "pol.yaml", usagePolicy)
+	const url = "https://example.com/a"
+	refused := "\t" + url + "\tusage: Content-Usage: train-ai=n (robots.txt line 2) refuses ai-train"
+	pinned := Env{Purposes: []string{"ai-train"}, Token: "MyBot"}
+	for _, c := range []struct {
+		name string
+		env  Env
+		args []string
+		code int
+		out  string
+	}{
+		{"the policy's purposes", Env{}, []string{"-policy", pol, "-user-agent", "trainer/2.0", url}, ExitDisallowed,
+			"disallowed\ttrainer" + refused + "\n"},
+		{"the policy's purposes for another crawler", Env{}, []string{"-policy", pol, "-user-agent", "finder", url}, ExitAllowed,
+			"allowed\tfinder\t" + url + "\tno matching rule\n"},
+		{"the policy before ROBOTSGATE_PURPOSES", Env{Purposes: []string{"search"}, Token: "trainer"}, []string{"-policy", pol, "-user-agent", "trainer", url}, ExitDisallowed,
+			"disallowed\ttrainer" + refused + "\n"},
+		{"-purpose before the policy", Env{}, []string{"-policy", pol, "-purpose", "search", "-user-agent", "trainer", url}, ExitAllowed,
+			"allowed\ttrainer\t" + url + "\tno matching rule\tcontent-usage train-ai=n (line 2)\n"},
+		{"ROBOTSGATE_PURPOSES for the pinned token", pinned, []string{"-user-agent", "Mozilla/5.0 (compatible; mybot/1.0)", url}, ExitDisallowed,
+			"disallowed\tmybot" + refused + "\n"},
+		{"ROBOTSGATE_PURPOSES for no other token", pinned, []string{"-user-agent", "OtherBot", url}, ExitAllowed,
+			"allowed\tOtherBot\t" + url + "\tno matching rule\n"},
+		{"ROBOTSGATE_PURPOSES where the policy declares none", pinned, []string{"-policy", pol, "-user-agent", "MyBot", url}, ExitDisallowed,
+			"disallowed\tMyBot" + refused + "\n"},
+		{"-purpose before ROBOTSGATE_PURPOSES", pinned, []string{"-purpose", "search", "-user-agent", "MyBot", url}, ExitAllowed,
+			"allowed\tMyBot\t" + url + "\tno matching rule\tcontent-usage train-ai=n (line 2)\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := runWith(t, c.env, append([]string{"-robots", file}, c.args...)...)
+			if code != c.code || out != c.out {
+				t.Errorf("exit %d, output:\n%q\nwant exit %d, output:\n%q\nstderr: %s", code, out, c.code, c.out, errOut)
+			}
+		})
+	}
+
+	// A site the policy keeps the crawler off is refused before any
+	// preference is read; -json still names the crawler's purposes, as
+	// the audit record does.
+	_, out, errOut := runWith(t, Env{}, "-json", "-robots", file, "-policy", pol, "-user-agent", "walled", url)
+	var got struct {
+		Reason      string             `json:"reason"`
+		Purposes    []string           `json:"purposes"`
+		Usage       audit.UsageFinding `json:"usage"`
+		UsageStated []string           `json:"usage_stated"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output %q: %v; stderr %s", out, err, errOut)
+	}
+	if !strings.HasPrefix(got.Reason, "the operator's policy keeps this crawler off this site") || !reflect.DeepEqual(got.Purposes, []string{"ai-train"}) ||
+		got.Usage != (audit.UsageFinding{}) || got.UsageStated != nil {
+		t.Errorf("destination refused: %s; want the policy's reason, purposes [ai-train] and no preference", out)
+	}
+}
+
+// TestCheckPurposeLive: against a real origin through a real fetcher
+// that fetches tdmrep.json, a reservation there refuses ai-train, named
+// as the proxy's record names it, and robots.txt's lines and tdmrep.json's
+// rules both show in the fifth column; each file is fetched once.
+func TestCheckPurposeLive(t *testing.T) {
+	var robotsFetches, tdmFetches int
+	mux := http.NewServeMux()
+	mux.HandleFunc("/robots.txt", func(w http.ResponseWriter, r *http.Request) {
+		robotsFetches++
+		io.WriteString(w, "User-agent: *\nContent-Usage: /news/ search=y\nDisallow: /private/\n")
+	})
+	mux.HandleFunc("/.well-known/tdmrep.json", func(w http.ResponseWriter, r *http.Request) {
+		tdmFetches++
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `[{"location":"/news/*","tdm-reservation":1},{"location":"/*","tdm-reservation":0}]`)
+	})
+	origin := httptest.NewServer(mux)
+	defer origin.Close()
+	fetcher := fetch.New(fetch.Options{Timeout: 5 * time.Second, TDMRep: true})
+	defer fetcher.Close()
+
+	code, out, errOut := run(t, "", fetcher, "-user-agent", "ExampleBot", "-purpose", "ai-train",
+		origin.URL+"/news/today", origin.URL+"/about", origin.URL+"/private/x")
+	want := "disallowed\tExampleBot\t" + origin.URL + `/news/today	usage: tdmrep.json: {"location":"/news/*","tdm-reservation":1} (tdmrep.json) refuses ai-train` +
+		"\tcontent-usage search=y (line 2), tdmrep tdm-reservation=1 (tdmrep.json)\n" +
+		"allowed\tExampleBot\t" + origin.URL + "/about\tno matching rule\ttdmrep tdm-reservation=0 (tdmrep.json)\n" +
+		"disallowed\tExampleBot\t" + origin.URL + "/private/x\tdisallow: /private/ (line 3)\ttdmrep tdm-reservation=0 (tdmrep.json)\n"
+	if code != ExitDisallowed || out != want {
+		t.Errorf("exit %d, output:\n%s\nwant exit 1, output:\n%s\nstderr: %s", code, out, want, errOut)
+	}
+	if robotsFetches != 1 || tdmFetches != 1 {
+		t.Errorf("robots.txt fetched %d times, tdmrep.json %d times for three URLs; want once each", robotsFetches, tdmFetches)
+	}
+
+	// -json names the file where the record names a header.
+	_, out, errOut = run(t, "", fetcher, "-json", "-user-agent", "ExampleBot", "-purpose", "ai-input", origin.URL+"/news/today")
+	var got struct {
+		Verdict string          `json:"verdict"`
+		Usage   json.RawMessage `json:"usage"`
+	}
+	wantUsage := `{"form":"tdmrep","header":"tdmrep.json","label":"tdm-reservation","value":"1","purpose":"ai-input","verdict":"refused"}`
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Verdict != "disallow" || string(got.Usage) != wantUsage {
+		t.Errorf("-json: %s (%v; stderr %s); want verdict disallow and usage %s", out, err, errOut, wantUsage)
+	}
+
+	// Without TDMRep fetched, tdmrep.json states nothing.
+	plain := fetch.New(fetch.Options{Timeout: 5 * time.Second})
+	defer plain.Close()
+	code, out, errOut = run(t, "", plain, "-user-agent", "ExampleBot", "-purpose", "ai-train", origin.URL+"/news/today")
+	if want := "allowed\tExampleBot\t" + origin.URL + "/news/today\tno matching rule\tcontent-usage search=y (line 2)\n"; code != ExitAllowed || out != want {
+		t.Errorf("without TDMRep: exit %d, %q (stderr %s); want %q", code, out, errOut, want)
 	}
 }
