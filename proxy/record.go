@@ -167,15 +167,17 @@ func (d *decision) robotsDecision() robots.Decision {
 	switch d.ruling {
 	case judged:
 		dec.SetVerdict(d.verdict)
-		if f := d.decidedByPolicy(); f != nil {
-			dec.Reason = "policy: " + f.String()
-			break
-		}
+		// A usage preference judges after robots.txt and the policy: its
+		// refusal is the last word.
 		if d.usageRefusedFirst() {
 			dec.Verdict, dec.Reason = robots.VerdictDisallow, d.usageReason()
 			if d.usage.refusal.By.Line > 0 {
 				dec.RobotsTxt = d.robotsURL()
 			}
+			break
+		}
+		if f := d.decidedByPolicy(); f != nil {
+			dec.Reason = "policy: " + f.String()
 			break
 		}
 		// robots.txt refused the request, or would have in enforce mode:

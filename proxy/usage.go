@@ -328,12 +328,12 @@ func (d *decision) usageFinding() audit.UsageFinding {
 	return f
 }
 
-// statedList is usage_stated: "content-signal ai-train=no", once each.
+// statedList is usage_stated: "content-signal ai-train=no (line 3)", once
+// each, as check -purpose lists them.
 func statedList(stated []usage.Statement) []string {
 	out := make([]string, 0, min(len(stated), 8))
 	for _, s := range stated {
-		e := s.Form.String() + " " + s.Label + "=" + s.Value
-		if !slices.Contains(out, e) {
+		if e := s.String(); !slices.Contains(out, e) {
 			out = append(out, e)
 		}
 	}
