@@ -477,6 +477,21 @@ type auditRecord struct {
 	WaitedMS         float64 `json:"waited_ms"`
 	// Where robots.txt came from: hit, loaded, stale, shared (issue 12).
 	RobotsCache string `json:"robots_cache"`
+	// Sites' AI usage preferences (issue 27); see usage_test.go.
+	Purposes    []string     `json:"purposes"`
+	Usage       usageFinding `json:"usage"`
+	UsageStated []string     `json:"usage_stated"`
+}
+
+// usageFinding is an audit record's usage object.
+type usageFinding struct {
+	Form    string `json:"form"`
+	Line    int    `json:"line"`
+	Header  string `json:"header"`
+	Label   string `json:"label"`
+	Value   string `json:"value"`
+	Purpose string `json:"purpose"`
+	Verdict string `json:"verdict"`
 }
 
 // alwaysInAudit are the fields every record carries, even when empty.
