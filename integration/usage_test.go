@@ -425,9 +425,9 @@ func TestUsageResponseHeaders(t *testing.T) {
 		want   usageWant
 		stated string
 	}{
-		{"/cu", usageWant{form: "content-usage", header: "Content-Usage", label: "train-ai", value: "n", purpose: "ai-train"}, "content-usage train-ai=n"},
-		{"/tdm", usageWant{form: "tdmrep", header: "Tdm-Reservation", label: "tdm-reservation", value: "1", purpose: "ai-train"}, "tdmrep tdm-reservation=1"},
-		{"/noai", usageWant{form: "x-robots-tag", header: "X-Robots-Tag", label: "noai", purpose: "ai-train"}, "x-robots-tag noai="},
+		{"/cu", usageWant{form: "content-usage", header: "Content-Usage", label: "train-ai", value: "n", purpose: "ai-train"}, "content-usage train-ai=n (header Content-Usage)"},
+		{"/tdm", usageWant{form: "tdmrep", header: "Tdm-Reservation", label: "tdm-reservation", value: "1", purpose: "ai-train"}, "tdmrep tdm-reservation=1 (header Tdm-Reservation)"},
+		{"/noai", usageWant{form: "x-robots-tag", header: "X-Robots-Tag", label: "noai", purpose: "ai-train"}, "x-robots-tag noai (header X-Robots-Tag)"},
 	}
 	plain, secure := newOrigin(t, false, pages), newOrigin(t, true, pages)
 	polFile := writePolicy(t, "pol.yaml", usagePolicy)
@@ -636,9 +636,12 @@ func TestUsageModes(t *testing.T) {
 				if !strings.Contains(h, "mode=audit") {
 					t.Errorf("%s: X-Robotsgate-Decision %q does not say mode=audit", c.name, h)
 				}
-				if got := labelledValue(t, p, "robotsgate_usage_decisions_total", `form="content-usage",verdict="recorded"`); got != 1 {
-					t.Errorf(`%s: robotsgate_usage_decisions_total{form="content-usage",verdict="recorded"} = %v, want 1`, c.name, got)
-				}
+				// The metric is counted once the request is over, after
+				// the client has its answer: wait for it.
+				waitFor(t, "counted in robotsgate_usage_decisions_total", func() bool {
+					return strings.Contains(string(get(t, directClient(t), p.url.String()+"/metrics", "test").body),
+						`robotsgate_usage_decisions_total{form="content-usage",verdict="recorded"} 1`+"\n")
+				})
 			} else if strings.HasPrefix(h, "usage-") {
 				t.Errorf("%s: X-Robotsgate-Decision %q; usage preferences are not read", c.name, h)
 			}
