@@ -241,3 +241,29 @@ func appendEscape(b []byte, c byte) []byte {
 	const hex = "0123456789ABCDEF"
 	return append(b, '%', hex[c>>4], hex[c&0xF])
 }
+
+// Pattern is an RFC 9309 path pattern ('*' for any run of octets, a final
+// '$' anchoring it), compiled: the matcher of Allow and Disallow, for
+// files that borrow robots.txt's patterns (TDMRep's tdmrep.json).
+type Pattern struct{ p pattern }
+
+// CompilePattern compiles value; false when it can never match, starting
+// with neither '/' nor '*'.
+func CompilePattern(value string) (Pattern, bool) {
+	p, ok := compilePattern(value)
+	return Pattern{p}, ok
+}
+
+// Match reports whether p matches a path and query normalised with
+// [NormalizePath], at a cost linear in the path's length for each of the
+// pattern's '*'.
+func (p *Pattern) Match(normalized string) bool { return p.p.match(normalized) }
+
+// Len is the length of the pattern once normalised: with the path's, what
+// matching it costs.
+func (p *Pattern) Len() int { return len(p.p.expr) }
+
+// NormalizePath brings a path and query to the form patterns are compared
+// in (RFC 9309 §2.2.2): unreserved characters' escapes decoded, other
+// escapes upper-cased, other octets, '*' and '$' percent-encoded.
+func NormalizePath(pathAndQuery string) string { return normalizePath(pathAndQuery) }

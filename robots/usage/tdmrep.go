@@ -81,14 +81,11 @@ type TDMRep struct {
 
 // tdmRule is one rule, its location compiled.
 type tdmRule struct {
-	// expr is the normalised location without a final '$', runs of '*'
-	// collapsed to one.
-	expr string
+	// location is the rule's location compiled as a robots.txt pattern,
+	// which TDMRep's are.
+	location robots.Pattern
 	// text is the Statement.Text of the rule, "" for an unset one.
 	text string
-	// star is the index of the first '*' in expr, -1 for none.
-	star        int32
-	anchored    bool
 	reservation int8
 }
 
@@ -133,7 +130,7 @@ func ParseTDMRep(body []byte) (*TDMRep, error) {
 		if problem != "" {
 			t.note(n, problem)
 		}
-		if rule.expr != "" {
+		if rule.location.Len() > 0 {
 			t.rules = append(t.rules, rule)
 		}
 	}
@@ -222,20 +219,12 @@ func tdmText(location string, value int8, policy string) string {
 	return shorten(b.String(), tdmTextBytes)
 }
 
-// compileLocation normalises a location; ok is false when it can never
+// compileLocation compiles a location; ok is false when it can never
 // match: matching starts at a path's first octet, always '/', so only a
 // location starting with '/' or '*' can.
 func compileLocation(location string) (r tdmRule, ok bool) {
-	if location == "" || (location[0] != '/' && location[0] != '*') {
-		return tdmRule{}, false
-	}
-	if strings.HasSuffix(location, "$") {
-		r.anchored = true
-		location = location[:len(location)-1]
-	}
-	r.expr = normalizeTDM(location, true)
-	r.star = int32(strings.IndexByte(r.expr, '*'))
-	return r, true
+	r.location, ok = robots.CompilePattern(location)
+	return r, ok
 }
 
 // Len is the number of rules kept: those with a usable location.
@@ -277,7 +266,7 @@ func (t *TDMRep) Statements(pathAndQuery string) []Statement {
 		for s := range robots.StepDropQuery { // every step but dropping the query, which judge does
 			m.spend(len(readings[next]))
 			form := s.Apply(readings[next])
-			if form == readings[next] || containsString(readings, form) {
+			if form == readings[next] || slices.Contains(readings, form) {
 				continue
 			}
 			if len(readings) == robots.MaxReadings {
@@ -309,24 +298,20 @@ func (m *tdmMatcher) spend(n int) bool {
 // judge notes the first rule matching reading, and the first matching it
 // without its query.
 func (m *tdmMatcher) judge(reading string) {
-	m.first(normalizeTDM(reading, false))
+	m.first(robots.NormalizePath(reading))
 	if query := robots.StepDropQuery.Apply(reading); query != reading {
-		m.first(normalizeTDM(query, false))
+		m.first(robots.NormalizePath(query))
 	}
 }
 
 func (m *tdmMatcher) first(path string) {
 	for i := range m.t.rules {
 		r := &m.t.rules[i]
-		cost := len(r.expr)
-		if r.star >= 0 {
-			cost += len(path)
-		}
-		if !m.spend(cost) {
+		if !m.spend(r.location.Len() + len(path)) {
 			return
 		}
-		if r.match(path) {
-			if !containsInt(m.hits, i) {
+		if r.location.Match(path) {
+			if !slices.Contains(m.hits, i) {
 				m.hits = append(m.hits, i)
 			}
 			return
@@ -342,7 +327,7 @@ func (m *tdmMatcher) statements() []Statement {
 	for i := range m.t.rules {
 		r := &m.t.rules[i]
 		switch {
-		case containsInt(m.hits, i):
+		case slices.Contains(m.hits, i):
 			if r.reservation != tdmUnset {
 				out = append(out, r.statement(r.text))
 			}
@@ -359,131 +344,6 @@ func (r *tdmRule) statement(text string) Statement {
 	return Statement{Form: FormTDMRep, Text: text, Label: "tdm-reservation", Value: value, Allows: r.reservation == tdmNotReserved}
 }
 
-// match reports whether r's location matches path, normalised. Segments
-// between '*' are placed at their leftmost occurrence, which with '*' as
-// the only wildcard is never worse than any other placement: linear, never
-// exponential.
-func (r *tdmRule) match(path string) bool {
-	expr := r.expr
-	if r.star < 0 {
-		if r.anchored {
-			return path == expr
-		}
-		return strings.HasPrefix(path, expr)
-	}
-	star := int(r.star)
-	if !strings.HasPrefix(path, expr[:star]) {
-		return false
-	}
-	path, expr = path[star:], expr[star+1:]
-	for {
-		star = strings.IndexByte(expr, '*')
-		if star < 0 {
-			if r.anchored {
-				return strings.HasSuffix(path, expr)
-			}
-			return strings.Contains(path, expr)
-		}
-		i := strings.Index(path, expr[:star])
-		if i < 0 {
-			return false
-		}
-		path, expr = path[i+star:], expr[star+1:]
-	}
-}
-
-// normalizeTDM brings a location (pattern) or a path to the form they are
-// compared in, RFC 9309 §2.2.2 and §2.2.3, whose wording the report
-// copies: percent-encoded unreserved characters are decoded, other escapes
-// are kept with upper-case hex (%2F is not '/'); controls, space and
-// octets outside ASCII are encoded; '*' and '$' of a path, and a '$' that
-// does not end a pattern, are encoded (%2A, %24) so that a pattern that
-// writes them encoded matches them. In a pattern runs of '*' collapse. It
-// returns s itself when nothing changes.
-func normalizeTDM(s string, pattern bool) string {
-	var b []byte // nil until the first change
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '%' && i+2 < len(s) && isHexDigit(s[i+1]) && isHexDigit(s[i+2]):
-			v := unhexDigit(s[i+1])<<4 | unhexDigit(s[i+2])
-			if b == nil {
-				b = append(make([]byte, 0, len(s)+8), s[:i]...)
-			}
-			if isUnreservedByte(v) {
-				b = append(b, v)
-			} else {
-				b = appendEscaped(b, v)
-			}
-			i += 2
-		case c == '*' && pattern:
-			if i > 0 && s[i-1] == '*' {
-				if b == nil {
-					b = append(make([]byte, 0, len(s)), s[:i]...)
-				}
-				continue
-			}
-			if b != nil {
-				b = append(b, c)
-			}
-		case c <= ' ' || c >= 0x7F || c == '*' || c == '$':
-			if b == nil {
-				b = append(make([]byte, 0, len(s)+8), s[:i]...)
-			}
-			b = appendEscaped(b, c)
-		default:
-			if b != nil {
-				b = append(b, c)
-			}
-		}
-	}
-	if b == nil {
-		return s
-	}
-	return string(b)
-}
-
-func isUnreservedByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
-}
-
-func isHexDigit(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhexDigit(c byte) byte {
-	switch {
-	case c >= 'a':
-		return c - 'a' + 10
-	case c >= 'A':
-		return c - 'A' + 10
-	}
-	return c - '0'
-}
-
-func appendEscaped(b []byte, c byte) []byte {
-	const hex = "0123456789ABCDEF"
-	return append(b, '%', hex[c>>4], hex[c&0xF])
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func containsInt(list []int, n int) bool {
-	for _, x := range list {
-		if x == n {
-			return true
-		}
-	}
-	return false
-}
-
 // RetainedBytes estimates the memory t keeps alive, for charging it
 // against a cache budget; see MaxTDMRepRetained.
 func (t *TDMRep) RetainedBytes() int64 {
@@ -492,13 +352,13 @@ func (t *TDMRep) RetainedBytes() int64 {
 	}
 	n := int64(unsafe.Sizeof(*t)) + int64(cap(t.rules))*int64(unsafe.Sizeof(tdmRule{})) + int64(len(t.problem))
 	for i := range t.rules {
-		n += int64(len(t.rules[i].expr) + len(t.rules[i].text))
+		n += int64(t.rules[i].location.Len() + len(t.rules[i].text))
 	}
 	return n
 }
 
 // Bounds of RetainedBytes. A rule takes at least 31 bytes of a body and
-// keeps its struct (40 bytes), its location normalised (at most three
+// keeps its struct (56 bytes), its location normalised (at most three
 // bytes per byte of the body: "é" is "%C3%A9") and its text (about 50 bytes
 // and its location and policy as JSON, at most two bytes per byte of the
 // body: U+2028 is escaped), so at most about five bytes per byte; the
