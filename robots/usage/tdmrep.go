@@ -85,7 +85,7 @@ type tdmRule struct {
 	// which TDMRep's are.
 	location robots.Pattern
 	// text is the Statement.Text of the rule, "" for an unset one.
-	text string
+	text        string
 	reservation int8
 }
 
