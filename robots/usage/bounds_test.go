@@ -79,8 +79,8 @@ func TestBound(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"short", "short"},
 		{strings.Repeat("a", 200), strings.Repeat("a", 200)},
-		{strings.Repeat("a", 201), strings.Repeat("a", 197) + "..."},
-		{strings.Repeat("a", 196) + "ééx", strings.Repeat("a", 196) + "..."}, // a cut inside é backs off
+		{strings.Repeat("a", 201), strings.Repeat("a", 197) + "…"},
+		{strings.Repeat("a", 196) + "ééx", strings.Repeat("a", 196) + "…"}, // a cut inside é backs off
 	}
 	for _, tt := range tests {
 		if got := bound(tt.in); got != tt.want {

@@ -2,7 +2,6 @@ package usage
 
 import (
 	"strings"
-	"unicode/utf8"
 
 	"github.com/dunglas/httpsfv"
 )
@@ -258,15 +257,5 @@ func isImage(contentType string) bool {
 
 func trimOWS(s string) string { return strings.Trim(s, " \t") }
 
-// bound cuts text to maxText bytes at a character boundary, marking the
-// cut with "...".
-func bound(text string) string {
-	if len(text) <= maxText {
-		return text
-	}
-	n := maxText - len("...")
-	for n > 0 && !utf8.RuneStart(text[n]) {
-		n--
-	}
-	return text[:n] + "..."
-}
+// bound cuts text to maxText bytes at a character boundary (see shorten).
+func bound(text string) string { return shorten(text, maxText) }
