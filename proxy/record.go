@@ -170,7 +170,8 @@ func (d *decision) robotsDecision() robots.Decision {
 		// A usage preference judges after robots.txt and the policy: its
 		// refusal is the last word.
 		if d.usageRefusedFirst() {
-			dec.Verdict, dec.Reason = robots.VerdictDisallow, d.usageReason()
+			dec.Verdict, dec.Reason = robots.VerdictDisallow, d.usage.refusal.Reason()
+			dec.Rule, dec.RuleLine = "", 0 // robots.txt's rule allowed it
 			if d.usage.refusal.By.Line > 0 {
 				dec.RobotsTxt = d.robotsURL()
 			}

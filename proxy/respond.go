@@ -80,7 +80,7 @@ func quoteHeader(s string) string {
 func (p *page) setJSON(d *decision) {
 	out := forbiddenJSON{Status: p.status, Decision: d.robotsDecision(), Policy: d.shownPolicyJSON()}
 	if d.usage != nil && d.usage.action != "" {
-		out.Purposes, out.Usage = d.usage.purposes, d.usageFinding()
+		out.Purposes, out.Usage = d.usage.purposes, audit.UsageFindingOf(d.usage.refusal, d.usage.action)
 	}
 	out.UserAgent, out.Token, out.Rule = shown(out.UserAgent), shown(out.Token), shown(out.Rule)
 	p.body, _ = json.MarshalIndent(out, "", "  ") // plain strings and ints: cannot fail

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -216,7 +215,11 @@ func (d *decision) usagePage(r *http.Request, headline string) *page {
 		b.WriteString(crawlerLine(d))
 		fmt.Fprintf(&b, "Purposes:    %s\n", strings.Join(d.usage.purposes, ", "))
 		fmt.Fprintf(&b, "Preference:  %s\n", usageWhere(d.usage.refusal.By, d))
-		fmt.Fprintf(&b, "Refuses:     %s (label %s=%s)\n", d.usage.refusal.Purpose, shown(d.usage.refusal.By.Label), shown(d.usage.refusal.By.Value))
+		label := shown(d.usage.refusal.By.Label)
+		if v := d.usage.refusal.By.Value; v != "" { // noai has none
+			label += "=" + shown(v)
+		}
+		fmt.Fprintf(&b, "Refuses:     %s (label %s)\n", d.usage.refusal.Purpose, label)
 		b.WriteString("\nrobotsgate is a proxy that makes crawlers obey robots.txt (RFC 9309) and the usage preferences sites state.\n")
 		p.body = b.Bytes()
 		p.header.Set("Content-Type", "text/plain; charset=utf-8")
@@ -267,29 +270,16 @@ func usageValue(d *decision) string {
 	}
 	b.WriteString("; label=")
 	b.WriteString(quoteHeader(shown(by.Label)))
-	b.WriteString("; value=")
-	b.WriteString(quoteHeader(shown(by.Value)))
+	if by.Value != "" { // noai has none
+		b.WriteString("; value=")
+		b.WriteString(quoteHeader(shown(by.Value)))
+	}
 	b.WriteString("; usage=")
 	b.WriteString(quoteHeader(shown(by.Text)))
-	if u.action == audit.UsageRecorded {
+	if u.action == audit.UsageRecorded && (d.s.opts.Mode == ModeAudit || d.s.opts.Usage.Mode == UsageAudit) {
 		b.WriteString("; mode=audit")
 	}
 	return b.String()
-}
-
-// usageReason is the record's reason for a request a usage preference
-// refused before the fetch: "usage: Content-Usage: train-ai=n (robots.txt
-// line 7) refuses ai-train".
-func (d *decision) usageReason() string {
-	by := d.usage.refusal.By
-	where := "response header"
-	switch {
-	case by.Line > 0:
-		where = "robots.txt line " + strconv.Itoa(by.Line)
-	case by.Form == usage.FormTDMRep && by.Header == "":
-		where = "tdmrep.json"
-	}
-	return "usage: " + by.Text + " (" + where + ") refuses " + d.usage.refusal.Purpose
 }
 
 // usageRefusedFirst reports a request a usage preference refused (or, not
@@ -308,34 +298,8 @@ func (d *decision) usageRecord(rec *audit.Record) {
 	if u == nil {
 		return
 	}
-	rec.UsageStated = statedList(u.stated)
+	rec.UsageStated = usage.Stated(u.stated)
 	if u.action != "" {
-		rec.Usage = d.usageFinding()
+		rec.Usage = audit.UsageFindingOf(u.refusal, u.action)
 	}
-}
-
-// usageFinding is the refusal in the audit record's words.
-func (d *decision) usageFinding() audit.UsageFinding {
-	u := d.usage
-	by := u.refusal.By
-	f := audit.UsageFinding{
-		Form: by.Form.String(), Line: by.Line, Header: by.Header, Label: by.Label, Value: by.Value,
-		Purpose: u.refusal.Purpose, Verdict: u.action,
-	}
-	if by.Form == usage.FormTDMRep && by.Header == "" {
-		f.Header = "tdmrep.json"
-	}
-	return f
-}
-
-// statedList is usage_stated: "content-signal ai-train=no (line 3)", once
-// each, as check -purpose lists them.
-func statedList(stated []usage.Statement) []string {
-	out := make([]string, 0, min(len(stated), 8))
-	for _, s := range stated {
-		if e := s.String(); !slices.Contains(out, e) {
-			out = append(out, e)
-		}
-	}
-	return out
 }

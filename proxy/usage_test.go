@@ -18,6 +18,7 @@ const usageRobots = `User-agent: *
 Content-Usage: train-ai=n
 Content-Usage: /open/ train-ai=y
 Disallow: /private/
+Allow: /
 `
 
 // usagePolicy declares each test crawler's purposes.
@@ -74,33 +75,33 @@ func TestUsagePreferences(t *testing.T) {
 			http.StatusForbidden, "Content-Usage: train-ai=n", false,
 			`usage-refused; token="trainer"; purpose="ai-train"; form="content-usage"; line=2;`, "disallow",
 			audit.UsageFinding{Form: "content-usage", Line: 2, Label: "train-ai", Value: "n", Purpose: "ai-train", Verdict: "refused"},
-			[]string{"content-usage train-ai=n"}},
+			[]string{"content-usage train-ai=n (line 2)"}},
 		{"the longest path scope allows it", ModeEnforce, UsageOptions{}, "trainer/1.0", "/open/page",
-			http.StatusOK, "origin page /open/page", true, "", "allow", audit.UsageFinding{}, []string{"content-usage train-ai=y"}},
+			http.StatusOK, "origin page /open/page", true, "", "allow", audit.UsageFinding{}, []string{"content-usage train-ai=y (line 3)"}},
 		{"a search crawler is not affected by a training opt-out", ModeEnforce, UsageOptions{}, "searcher/1.0", "/article",
-			http.StatusOK, "origin page /article", true, "", "allow", audit.UsageFinding{}, []string{"content-usage train-ai=n"}},
+			http.StatusOK, "origin page /article", true, "", "allow", audit.UsageFinding{}, []string{"content-usage train-ai=n (line 2)"}},
 		{"a crawler without purposes is recorded, never refused", ModeEnforce, UsageOptions{}, "other/1.0", "/article",
-			http.StatusOK, "origin page /article", true, "", "allow", audit.UsageFinding{}, []string{"content-usage train-ai=n"}},
+			http.StatusOK, "origin page /article", true, "", "allow", audit.UsageFinding{}, []string{"content-usage train-ai=n (line 2)"}},
 		{"robots.txt still decides first", ModeEnforce, UsageOptions{}, "searcher/1.0", "/private/x",
 			http.StatusForbidden, "robots.txt does not allow", false, "disallow;", "disallow", audit.UsageFinding{}, nil},
 		{"usage audit forwards and records", ModeEnforce, UsageOptions{Mode: UsageAudit}, "trainer/1.0", "/article",
 			http.StatusOK, "origin page /article", true, `usage-recorded; token="trainer"; purpose="ai-train"`, "disallow",
 			audit.UsageFinding{Form: "content-usage", Line: 2, Label: "train-ai", Value: "n", Purpose: "ai-train", Verdict: "recorded"},
-			[]string{"content-usage train-ai=n"}},
+			[]string{"content-usage train-ai=n (line 2)"}},
 		{"audit mode forwards and records", ModeAudit, UsageOptions{}, "trainer/1.0", "/article",
 			http.StatusOK, "origin page /article", true, `usage-recorded;`, "disallow",
 			audit.UsageFinding{Form: "content-usage", Line: 2, Label: "train-ai", Value: "n", Purpose: "ai-train", Verdict: "recorded"},
-			[]string{"content-usage train-ai=n"}},
+			[]string{"content-usage train-ai=n (line 2)"}},
 		{"usage off reads nothing", ModeEnforce, UsageOptions{Mode: UsageOff}, "trainer/1.0", "/article",
 			http.StatusOK, "origin page /article", true, "", "allow", audit.UsageFinding{}, nil},
 		{"a response's Content-Usage is recorded", ModeEnforce, UsageOptions{}, "trainer/1.0", "/open/hdr/usage",
 			http.StatusOK, "protected page", true, `usage-recorded; token="trainer"; purpose="ai-train"; form="content-usage"; header="Content-Usage"`, "allow",
 			audit.UsageFinding{Form: "content-usage", Header: "Content-Usage", Label: "train-ai", Value: "n", Purpose: "ai-train", Verdict: "recorded"},
-			[]string{"content-usage train-ai=y", "content-usage train-ai=n"}},
+			[]string{"content-usage train-ai=y (line 3)", "content-usage train-ai=n (header Content-Usage)"}},
 		{"a response's Content-Usage is withheld", ModeEnforce, UsageOptions{Responses: ResponsesWithhold}, "trainer/1.0", "/open/hdr/usage",
 			http.StatusForbidden, "withheld the body", true, `usage-withheld; token="trainer"; purpose="ai-train"; form="content-usage"; header="Content-Usage"`, "allow",
 			audit.UsageFinding{Form: "content-usage", Header: "Content-Usage", Label: "train-ai", Value: "n", Purpose: "ai-train", Verdict: "withheld"},
-			[]string{"content-usage train-ai=y", "content-usage train-ai=n"}},
+			[]string{"content-usage train-ai=y (line 3)", "content-usage train-ai=n (header Content-Usage)"}},
 		{"tdm-reservation is withheld", ModeEnforce, UsageOptions{Responses: ResponsesWithhold}, "trainer/1.0", "/open/hdr/tdm",
 			http.StatusForbidden, "withheld the body", true, `usage-withheld; token="trainer"; purpose="ai-train"; form="tdmrep"`, "allow",
 			audit.UsageFinding{Form: "tdmrep", Header: "Tdm-Reservation", Label: "tdm-reservation", Value: "1", Purpose: "ai-train", Verdict: "withheld"},
@@ -145,6 +146,9 @@ func TestUsagePreferences(t *testing.T) {
 			}
 			if tt.finding.Verdict == "refused" && !strings.Contains(rec.Reason, "robots.txt line 2") {
 				t.Errorf("reason %q does not name the line", rec.Reason)
+			}
+			if tt.finding.Verdict == "refused" && (rec.Rule != "" || rec.RuleLine != 0) {
+				t.Errorf("record rule %q line %d: robots.txt's Allow did not refuse", rec.Rule, rec.RuleLine)
 			}
 		})
 	}

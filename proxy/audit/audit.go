@@ -30,6 +30,7 @@ import (
 	"math"
 	"os"
 	"robotsgate/robots"
+	"robotsgate/robots/usage"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -164,6 +165,17 @@ type UsageFinding struct {
 	Purpose string `json:"purpose,omitempty"`
 	// Verdict is one of the Usage* constants.
 	Verdict string `json:"verdict,omitempty"`
+}
+
+// UsageFindingOf is the refusal v in the record's words, verdict one of
+// the Usage* constants; zero when v refuses nothing.
+func UsageFindingOf(v usage.Verdict, verdict string) UsageFinding {
+	if !v.Refused {
+		return UsageFinding{}
+	}
+	by := v.By
+	return UsageFinding{Form: by.Form.String(), Line: by.Line, Header: by.Source(), Label: by.Label, Value: by.Value,
+		Purpose: v.Purpose, Verdict: verdict}
 }
 
 // Verdicts of [UsageFinding].

@@ -1,6 +1,9 @@
 package usage
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+)
 
 // Judge judges purposes by the statements: refused when, for one of the
 // purposes (in order), a statement that speaks for it refuses it. Which
@@ -83,4 +86,50 @@ func (s Statement) String() string {
 		b = append(b, " (tdmrep.json)"...)
 	}
 	return string(b)
+}
+
+// Where says where a statement is made, as records and pages say it:
+// "robots.txt line 7", "response header" or "tdmrep.json".
+func (s Statement) Where() string {
+	switch {
+	case s.Line > 0:
+		return "robots.txt line " + strconv.Itoa(s.Line)
+	case s.Header != "":
+		return "response header"
+	}
+	return "tdmrep.json"
+}
+
+// Source names what states it apart from robots.txt: the response header
+// ("Content-Usage"), or "tdmrep.json"; "" for a robots.txt line.
+func (s Statement) Source() string {
+	switch {
+	case s.Line > 0:
+		return ""
+	case s.Header != "":
+		return s.Header
+	}
+	return "tdmrep.json"
+}
+
+// Reason explains a refusal in a few words, as the audit record and check
+// give it: "usage: Content-Usage: train-ai=n (robots.txt line 7) refuses
+// ai-train"; "" when v refuses nothing.
+func (v Verdict) Reason() string {
+	if !v.Refused {
+		return ""
+	}
+	return "usage: " + v.By.Text + " (" + v.By.Where() + ") refuses " + v.Purpose
+}
+
+// Stated lists statements as an audit record's usage_stated does, each
+// once: "content-signal ai-train=no (line 3)".
+func Stated(statements []Statement) []string {
+	out := make([]string, 0, len(statements))
+	for _, s := range statements {
+		if text := s.String(); !slices.Contains(out, text) {
+			out = append(out, text)
+		}
+	}
+	return out
 }

@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"robotsgate/config"
@@ -352,8 +351,8 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 		j.judge(lines, tdm, path)
 	}
 	if v.Allowed && j.verdict.Refused {
-		by := j.verdict.By
-		out.Verdict, out.Reason = robots.VerdictDisallow, "usage: "+by.Text+" ("+usageWhere(by)+") refuses "+j.verdict.Purpose
+		out.Verdict, out.Reason = robots.VerdictDisallow, j.verdict.Reason()
+		out.Rule, out.RuleLine = "", 0 // robots.txt's rule allowed it
 		j.refused = true
 	}
 	if out.Verdict == robots.VerdictDisallow {
@@ -394,14 +393,6 @@ func (j *usageJudgement) judge(lines []robots.UsageLine, tdm *usage.TDMRep, path
 	j.verdict = usage.Judge(j.purposes, j.stated)
 }
 
-// usageWhere says where a statement is made: "robots.txt line 7".
-func usageWhere(s usage.Statement) string {
-	if s.Line > 0 {
-		return "robots.txt line " + strconv.Itoa(s.Line)
-	}
-	return "tdmrep.json"
-}
-
 // hostOf is the canonical host of rawURL, as the proxy matches a policy's
 // sites against it.
 func hostOf(rawURL string) (string, error) {
@@ -424,13 +415,9 @@ func (c *checker) print(out robots.Decision, decided *policy.Finding, delay pace
 		if decided != nil {
 			line.Policy = audit.PolicyFinding{File: decided.File, Line: decided.Line, Kind: decided.Kind.String(), Rule: decided.Rule, Reason: decided.Reason}
 		}
-		line.Purposes, line.UsageStated = j.purposes, j.statedList()
+		line.Purposes, line.UsageStated = j.purposes, usage.Stated(j.stated)
 		if j.refused {
-			by := j.verdict.By
-			line.Usage = audit.UsageFinding{Form: by.Form.String(), Line: by.Line, Label: by.Label, Value: by.Value, Purpose: j.verdict.Purpose, Verdict: audit.UsageRefused}
-			if by.Line == 0 {
-				line.Usage.Header = "tdmrep.json"
-			}
+			line.Usage = audit.UsageFindingOf(j.verdict, audit.UsageRefused)
 		}
 		text, _ := json.Marshal(line) // strings, numbers and bools only: cannot fail
 		fmt.Fprintf(c.env.Stdout, "%s\n", text)
@@ -449,24 +436,12 @@ func (c *checker) print(out robots.Decision, decided *policy.Finding, delay pace
 		fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\n", verdict, token, out.URL, out.Reason)
 		return true
 	}
-	stated := j.statedList()
+	stated := usage.Stated(j.stated)
 	if len(stated) == 0 {
 		stated = []string{"-"}
 	}
 	fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\t%s\n", verdict, token, out.URL, out.Reason, strings.Join(stated, ", "))
 	return true
-}
-
-// statedList is usage_stated: each statement ("content-signal
-// ai-train=no (line 3)") once.
-func (j *usageJudgement) statedList() []string {
-	var out []string
-	for _, s := range j.stated {
-		if text := s.String(); !slices.Contains(out, text) {
-			out = append(out, text)
-		}
-	}
-	return out
 }
 
 // jsonLine is one line of -json: the decision, and the pace the proxy
