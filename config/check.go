@@ -274,6 +274,9 @@ func (c *checker) checkIdentity(cfg *Config) {
 			c.report(tokenName, nil, "%q is not a product token; use the name a robots.txt's User-agent line gives the crawler, e.g. \"GPTBot\" (letters, digits and -_.!)", token)
 		}
 	}
+	if cfg.UsageResponses == proxy.ResponsesWithhold && cfg.Usage == proxy.UsageOff {
+		c.report("ROBOTSGATE_USAGE_RESPONSES", nil, "is withhold, but ROBOTSGATE_USAGE is off, so no response would be withheld; set ROBOTSGATE_USAGE to enforce, or unset ROBOTSGATE_USAGE_RESPONSES")
+	}
 	if cfg.TDMRep && cfg.Usage == proxy.UsageOff {
 		c.report("ROBOTSGATE_TDMREP", nil, "is on, but ROBOTSGATE_USAGE is off, so no tdmrep.json would be read; set ROBOTSGATE_USAGE to enforce or audit, or unset ROBOTSGATE_TDMREP")
 	}

@@ -96,19 +96,19 @@ type Config struct {
 	// Usage says what sites' AI usage preferences (Content-Usage,
 	// Content-Signal, TDMRep, X-Robots-Tag: noai) do to a crawler whose
 	// declared purpose they refuse.
-	Usage proxy.UsageMode `env:"USAGE" envDefault:"enforce" desc:"What a site's AI usage preferences (robots.txt Content-Usage and Content-Signal lines, tdmrep.json) do to a crawler whose declared purpose they refuse: enforce (403 before the fetch, while ROBOTSGATE_MODE is enforce), audit (forwarded and recorded) or off (not read); crawlers without purposes are only recorded (robots/usage/README.md)"`
+	Usage proxy.UsageMode `env:"USAGE" envDefault:"enforce" desc:"What a site's AI usage preferences (robots.txt Content-Usage and Content-Signal lines, tdmrep.json, and the response headers ROBOTSGATE_USAGE_RESPONSES speaks of) do to a crawler whose declared purpose they refuse: enforce (403 before the fetch, or the body withheld, while ROBOTSGATE_MODE is enforce), audit (forwarded, delivered and recorded) or off (none read); crawlers without purposes are only recorded (robots/usage/README.md)"`
 
 	// UsageResponses says what becomes of a response whose headers refuse
 	// the crawler's purpose.
-	UsageResponses proxy.UsageResponses `env:"USAGE_RESPONSES" envDefault:"record" desc:"A response whose Content-Usage, tdm-reservation or X-Robots-Tag: noai header refuses the crawler's purpose: record (delivered and recorded) or withhold (403 instead: its body never reaches the crawler; while ROBOTSGATE_USAGE and ROBOTSGATE_MODE are enforce)"`
+	UsageResponses proxy.UsageResponses `env:"USAGE_RESPONSES" envDefault:"record" desc:"A response whose Content-Usage, tdm-reservation or X-Robots-Tag: noai header refuses the crawler's purpose: record (delivered and recorded) or withhold (403 instead: its body never reaches the crawler; while ROBOTSGATE_USAGE and ROBOTSGATE_MODE are enforce, and refused at start with ROBOTSGATE_USAGE=off)"`
 
 	// Purposes are the pinned token's purposes, for crawlers the policy
 	// declares none for.
-	Purposes PurposeList `env:"PURPOSES" desc:"Comma-separated purposes of the crawler ROBOTSGATE_TOKEN names (search, ai-train, ai-input, or words of your own), judged against sites' usage preferences; per crawler, declare them in ROBOTSGATE_POLICY instead"`
+	Purposes PurposeList `env:"PURPOSES" desc:"Comma-separated purposes of the crawler ROBOTSGATE_TOKEN names (search, ai-train, ai-input, or words of your own), judged against sites' usage preferences; needs ROBOTSGATE_TOKEN (refused at start without it); per crawler, declare them in ROBOTSGATE_POLICY instead"`
 
 	// TDMRep fetches each origin's /.well-known/tdmrep.json beside its
 	// robots.txt.
-	TDMRep bool `env:"TDMREP" envDefault:"false" desc:"Also fetch each origin's /.well-known/tdmrep.json (W3C TDMRep) with its robots.txt, in the same fetch slot and within the same bounds, and judge purposes by it before the fetch"`
+	TDMRep bool `env:"TDMREP" envDefault:"false" desc:"Also fetch each origin's /.well-known/tdmrep.json (W3C TDMRep) with its robots.txt, in the same fetch slot and within the same bounds, and judge purposes by it before the fetch; needs ROBOTSGATE_USAGE enforce or audit"`
 
 	// WatchInterval is how often the policy and credentials files are
 	// looked at (one stat each) for a change to reload; 0 reloads them on

@@ -439,6 +439,8 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			"ROBOTSGATE_PURPOSES", []string{"ROBOTSGATE_PURPOSES: declares the purposes of the crawler ROBOTSGATE_TOKEN names, and it is unset"}},
 		{"purpose not a word", map[string]string{"ROBOTSGATE_TOKEN": "MyBot", "ROBOTSGATE_PURPOSES": "search, AI Train"},
 			"ROBOTSGATE_PURPOSES", []string{`"AI Train" is not a purpose`}},
+		{"withhold without usage", map[string]string{"ROBOTSGATE_USAGE_RESPONSES": "withhold", "ROBOTSGATE_USAGE": "off"},
+			"ROBOTSGATE_USAGE_RESPONSES", []string{"ROBOTSGATE_USAGE_RESPONSES: is withhold, but ROBOTSGATE_USAGE is off"}},
 		{"tdmrep without usage", map[string]string{"ROBOTSGATE_TDMREP": "true", "ROBOTSGATE_USAGE": "off"},
 			"ROBOTSGATE_TDMREP", []string{"ROBOTSGATE_TDMREP: is on, but ROBOTSGATE_USAGE is off"}},
 		{"usage mode", map[string]string{"ROBOTSGATE_USAGE": "block"},

@@ -113,7 +113,7 @@ var vocabulary = [...]Term{
 }
 
 // Vocabulary returns the table mapping each form's labels onto purposes,
-// in a fresh slice, for `check` and the manual to print.
+// in a fresh slice; a test holds the manual's table to it.
 func Vocabulary() []Term {
 	return append([]Term(nil), vocabulary[:]...)
 }
