@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -54,4 +56,24 @@ func yamlBlock(t *testing.T, markdown string) string {
 		t.Fatal("want exactly one ```yaml block")
 	}
 	return block + "\n"
+}
+
+// TestReadmeUsageRecipe follows README.md's recipe for a usage refusal:
+// the robots.txt its printf writes, robotsgate started with the
+// environment it gives, and the curl it runs gets the 403.
+func TestReadmeUsageRecipe(t *testing.T) {
+	t.Parallel()
+	readme := readFile(t, "README.md")
+	robots := regexp.MustCompile("`printf '([^']*)' > robots.txt`").FindStringSubmatch(readme)
+	env := regexp.MustCompile("`((?:ROBOTSGATE_[A-Z_]+=[^ `]+ )+)go run \\.`").FindStringSubmatch(readme)
+	if robots == nil || env == nil {
+		t.Fatal("README.md's usage recipe has no printf > robots.txt, or no ROBOTSGATE_... go run . command")
+	}
+	body := strings.ReplaceAll(robots[1], `\n`, "\n")
+	o := newOrigin(t, false, map[string]http.HandlerFunc{"/robots.txt": robotsTxt(body)})
+	p := startProxy(t, strings.Fields(env[1])...)
+	r := get(t, p.client(t), o.base()+"/", "curl/8.5.0")
+	if r.status != http.StatusForbidden || !strings.HasPrefix(r.header.Get("X-Robotsgate-Decision"), "usage-refused;") {
+		t.Errorf("the recipe's curl got %d, X-Robotsgate-Decision %q; want 403 usage-refused", r.status, r.header.Get("X-Robotsgate-Decision"))
+	}
 }
