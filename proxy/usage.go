@@ -89,16 +89,15 @@ type usageState struct {
 // purposes are the crawler's declared purposes: its policy entries', else
 // the operator's for the pinned token.
 func (d *decision) purposes() []string {
+	var declared []string
 	if d.policy != nil {
-		if p := d.policy.match.Purposes(); len(p) > 0 {
-			return p
-		}
+		declared = d.policy.match.Purposes()
 	}
 	u := &d.s.opts.Usage
-	if len(u.Purposes) > 0 && strings.EqualFold(d.who.token, u.Token) {
-		return u.Purposes
+	if len(u.Purposes) == 0 || !strings.EqualFold(d.who.token, u.Token) {
+		return declared
 	}
-	return nil
+	return usage.Union(declared, u.Purposes)
 }
 
 // usageEnforced reports whether a refusal by a usage preference is
@@ -174,6 +173,9 @@ func (d *decision) judgeResponse(w http.ResponseWriter, r *http.Request, resp *h
 	if len(stated) == 0 {
 		return false
 	}
+	// robots.txt and tdmrep.json are what a crawler learns the rules
+	// from: recorded, never withheld.
+	metadata := d.verdict.Cause == robots.CauseRobotsTxt || d.target.pathAndQuery == "/.well-known/tdmrep.json"
 	u := d.usage
 	if u == nil {
 		u = &usageState{purposes: d.purposes()}
@@ -187,7 +189,7 @@ func (d *decision) judgeResponse(w http.ResponseWriter, r *http.Request, resp *h
 		return false
 	}
 	u.afterFetch = true
-	if !d.usageEnforced() || d.s.opts.Usage.Responses != ResponsesWithhold {
+	if !d.usageEnforced() || d.s.opts.Usage.Responses != ResponsesWithhold || metadata {
 		u.action = audit.UsageRecorded
 		return false
 	}

@@ -133,3 +133,18 @@ func Stated(statements []Statement) []string {
 	}
 	return out
 }
+
+// Union is the purposes of a and b, a's first, each once; a itself when b
+// adds nothing.
+func Union(a, b []string) []string {
+	out := a
+	for _, p := range b {
+		if !slices.Contains(out, p) {
+			if len(out) == len(a) {
+				out = slices.Clip(slices.Clone(a))
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}

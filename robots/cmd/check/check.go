@@ -375,12 +375,10 @@ type usageJudgement struct {
 // -purpose's, else the policy's for the crawler (match), else
 // ROBOTSGATE_PURPOSES' for the pinned token.
 func (c *checker) purposesOf(match *policy.Match) []string {
-	if !c.purposeGiven {
-		if p := match.Purposes(); len(p) > 0 {
-			return p
-		}
+	if c.purposeGiven {
+		return c.purposes
 	}
-	return c.purposes
+	return usage.Union(match.Purposes(), c.purposes)
 }
 
 // judge judges j.purposes by the usage lines of robots.txt and tdmrep.json
