@@ -513,15 +513,35 @@ func (a *aggregate) add(r *record) {
 	}
 }
 
-// refusedBy is the rule that refused r: the policy's, or robots.txt's
-// (its reason when no rule decided).
+// refusedBy is the rule that refused r: the policy's, the site's usage
+// preference, or robots.txt's (its reason when no rule decided).
 func refusedBy(r *record, k kind) ruleKey {
 	if k.byPolicy {
 		rule := cmp.Or(r.Policy.Rule, r.Policy.Kind)
 		return ruleKey{origin: r.Origin, policy: cutText(cmp.Or(r.Policy.File, "?"), policyFileBound),
 			rule: cutText(rule, policyRuleBound), line: r.Policy.Line}
 	}
+	if refusedByUsage(r) {
+		// Keyed by the preference and its line, not by the reason, which
+		// also names the purpose: one line refusing two purposes is one
+		// rule.
+		u := &r.Usage
+		rule := "usage: " + cutText(u.Form, wordBound) + " " + preference(cutText(u.Label, wordBound), cutText(u.Value, wordBound))
+		if u.Line == 0 {
+			// tdmrep.json: no robots.txt line nor group states it.
+			return ruleKey{origin: r.Origin, rule: rule + " (" + cutText(cmp.Or(u.Header, "?"), wordBound) + ")"}
+		}
+		return ruleKey{origin: r.Origin, group: r.Group, rule: rule, line: u.Line}
+	}
 	return ruleKey{origin: r.Origin, group: r.Group, rule: cmp.Or(r.Rule, r.Reason), line: r.RuleLine}
+}
+
+// refusedByUsage reports whether a site's usage preference refused r
+// before the fetch (or would have): robots.txt's rule allowed it, so the
+// record names no rule and its reason is the preference's.
+func refusedByUsage(r *record) bool {
+	return r.Rule == "" && (r.Usage.Verdict == usageRefused || r.Usage.Verdict == usageRecorded) &&
+		strings.HasPrefix(r.Reason, "usage: ")
 }
 
 // notePurposes keeps the purposes not seen before, up to maxPurposes.

@@ -115,6 +115,20 @@ type UsageRefusal struct {
 	Crawlers []CrawlerSeen `json:"crawlers"`
 }
 
+// Preference is the preference as pages show it: "train-ai=n", or the
+// label alone when it has no value (X-Robots-Tag's "noai").
+func (u UsageRefusal) Preference() string {
+	return preference(u.Label, u.Value)
+}
+
+// preference is label=value, or label alone when value is empty.
+func preference(label, value string) string {
+	if value == "" {
+		return label
+	}
+	return label + "=" + value
+}
+
 // ExceptionUse is one exception of the policy and the requests it
 // allowed.
 type ExceptionUse struct {
@@ -384,7 +398,9 @@ type RuleCount struct {
 	// it.
 	Policy string `json:"policy,omitempty"`
 	Group  string `json:"group"`
-	// Rule is the pattern as written, or the reason when no rule decided
+	// Rule is the pattern as written, the site's usage preference that
+	// refused before the fetch ("usage: content-usage train-ai=n", Line
+	// its robots.txt line), or the reason when no rule decided
 	// ("robots.txt 503: complete disallow").
 	Rule      string `json:"rule"`
 	Line      int    `json:"line,omitempty"`

@@ -396,7 +396,7 @@ func (t *textWriter) rules(rep *Report) {
 	for _, p := range rep.TopPaths {
 		paths = append(paths, []string{number(p.Refused) + approx(p.Overcount), clean(p.URL, 300)})
 	}
-	t.table("TOP REFUSED RULES (refused and would-be-refused; robots.txt's, or the operator's policy's)", columns{textLast: true}, []string{"REFUSED", "ORIGIN", "GROUP", "LINE", "RULE"}, rules)
+	t.table("TOP REFUSED RULES (refused and would-be-refused; robots.txt's, the operator's policy's, or a site's usage preference's)", columns{textLast: true}, []string{"REFUSED", "ORIGIN", "GROUP", "LINE", "RULE"}, rules)
 	t.table("TOP REFUSED URLS", columns{textLast: true}, []string{"REFUSED", "URL"}, paths)
 }
 
@@ -441,7 +441,7 @@ func (t *textWriter) usage(rep *Report) {
 	var rows [][]string
 	for i := range rep.UsageRefusals {
 		u := &rep.UsageRefusals[i]
-		rows = append(rows, []string{clean(u.Origin, 100), clean(u.Form, 64), usageWhere(u, 64), clean(u.Label+"="+u.Value, 130), clean(u.Purpose, 64),
+		rows = append(rows, []string{clean(u.Origin, 100), clean(u.Form, 64), usageWhere(u, 64), clean(u.Preference(), 130), clean(u.Purpose, 64),
 			number(u.Refused), number(u.Withheld), number(u.Recorded), formatTime(u.From), formatTime(u.To), crawlersSeen(u.Crawlers)})
 	}
 	if rep.UsageRefusalsOmitted > 0 {

@@ -19,16 +19,21 @@ import (
 // The records of each thing a site's usage preference does, as the proxy
 // logs them.
 
+// The fixtures below hold the shapes the proxy writes (usage.Statement's
+// String for usage_stated, audit.UsageFindingOf for usage, and
+// usage.Verdict's Reason): a refusal before the fetch names no robots.txt
+// rule, and X-Robots-Tag's noai has no value.
+
 // refusedRecord is a request robots.txt's Content-Usage line refused
 // before the fetch: 403, the origin never asked.
 func refusedRecord(at time.Time, origin string) audit.Record {
 	r := allowed(at)
-	r.Origin, r.URL = origin, origin+"/articles/1"
+	r.Origin, r.URL, r.RobotsTxt, r.Group = origin, origin+"/articles/1", origin+"/robots.txt", "*"
 	r.Verdict, r.Reason = "disallow", "usage: Content-Usage: train-ai=n (robots.txt line 7) refuses ai-train"
 	r.Forwarded, r.Status, r.Upstream, r.Bytes = false, 403, 0, 0
 	r.Purposes = []string{"ai-train"}
 	r.Usage = audit.UsageFinding{Form: "content-usage", Line: 7, Label: "train-ai", Value: "n", Purpose: "ai-train", Verdict: audit.UsageRefused}
-	r.UsageStated = []string{"content-usage train-ai=n"}
+	r.UsageStated = []string{"content-usage train-ai=n (line 7)"}
 	return r
 }
 
@@ -40,7 +45,7 @@ func withheldRecord(at time.Time, origin string) audit.Record {
 	r.Status, r.Bytes = 403, 0
 	r.Purposes = []string{"ai-train"}
 	r.Usage = audit.UsageFinding{Form: "tdmrep", Header: "Tdm-Reservation", Label: "tdm-reservation", Value: "1", Purpose: "ai-train", Verdict: audit.UsageWithheld}
-	r.UsageStated = []string{"tdmrep tdm-reservation=1"}
+	r.UsageStated = []string{"tdmrep tdm-reservation=1 (header Tdm-Reservation)"}
 	return r
 }
 
@@ -51,7 +56,7 @@ func recordedBefore(at time.Time, origin string) audit.Record {
 	r.Reason = "usage: Content-Signal: ai-train=no (robots.txt line 3) refuses ai-train"
 	r.Forwarded, r.Status, r.Upstream, r.Bytes = true, 200, 200, 50
 	r.Usage = audit.UsageFinding{Form: "content-signal", Line: 3, Label: "ai-train", Value: "no", Purpose: "ai-train", Verdict: audit.UsageRecorded}
-	r.UsageStated = []string{"content-signal search=yes", "content-signal ai-train=no"}
+	r.UsageStated = []string{"content-signal search=yes (line 3)", "content-signal ai-train=no (line 3)"}
 	return r
 }
 
@@ -61,8 +66,8 @@ func recordedAfter(at time.Time, origin string) audit.Record {
 	r := allowed(at)
 	r.Origin, r.URL = origin, origin+"/img/1.png"
 	r.Purposes = []string{"ai-train"}
-	r.Usage = audit.UsageFinding{Form: "x-robots-tag", Header: "X-Robots-Tag", Label: "noai", Value: "noai", Purpose: "ai-train", Verdict: audit.UsageRecorded}
-	r.UsageStated = []string{"x-robots-tag noai=noai"}
+	r.Usage = audit.UsageFinding{Form: "x-robots-tag", Header: "X-Robots-Tag", Label: "noai", Purpose: "ai-train", Verdict: audit.UsageRecorded}
+	r.UsageStated = []string{"x-robots-tag noai (header X-Robots-Tag)"}
 	return r
 }
 
@@ -90,7 +95,7 @@ func TestUsageCountsOfOneRecord(t *testing.T) {
 			Counts{Allowed: 1, WouldBeRefusedByUsage: 1, Compliance: rate(1), Bytes: 100}},
 		{"preferences stated, none refused", func(at time.Time) audit.Record {
 			r := allowed(at)
-			r.UsageStated = []string{"content-signal search=yes"}
+			r.UsageStated = []string{"content-signal search=yes (line 3)"}
 			return r
 		}, Counts{Allowed: 1, Compliance: rate(1), Bytes: 100}},
 		{"refused on an allowed record counts as nothing", func(at time.Time) audit.Record {
@@ -162,7 +167,7 @@ func usageLog(t *testing.T) []byte {
 	search := allowed(at(40))
 	search.Token, search.UserAgent, search.Origin, search.URL = "Googlebot", "Googlebot/2.1", newsSite, newsSite+"/articles/1"
 	search.Purposes = []string{"search"}
-	search.UsageStated = []string{"content-usage train-ai=n", "content-signal search=yes"}
+	search.UsageStated = []string{"content-usage train-ai=n (line 7)", "content-signal search=yes (line 3)"}
 	quiet := allowed(at(41))
 	quiet.Origin, quiet.URL = quietSite, quietSite+"/"
 	recs = append(recs, search, quiet)
@@ -197,8 +202,8 @@ func TestUsageReport(t *testing.T) {
 		}
 	}
 	wantStated := map[string][]string{
-		newsSite:   {"content-usage train-ai=n", "content-signal search=yes", "content-signal ai-train=no"},
-		papersSite: {"tdmrep tdm-reservation=1", "x-robots-tag noai=noai"},
+		newsSite:   {"content-usage train-ai=n (line 7)", "content-signal search=yes (line 3)", "content-signal ai-train=no (line 3)"},
+		papersSite: {"tdmrep tdm-reservation=1 (header Tdm-Reservation)", "x-robots-tag noai (header X-Robots-Tag)"},
 		quietSite:  nil,
 	}
 	if !reflect.DeepEqual(stated, wantStated) {
@@ -215,7 +220,7 @@ func TestUsageReport(t *testing.T) {
 		{Origin: papersSite, Form: "tdmrep", Label: "tdm-reservation", Value: "1", Purpose: "ai-train", Header: "Tdm-Reservation",
 			Requests: 2, Withheld: 2, From: t0.Add(20 * time.Second), To: t0.Add(21 * time.Second),
 			Crawlers: []CrawlerSeen{{Name: "GPTBot", By: "token", Count: 2}}},
-		{Origin: papersSite, Form: "x-robots-tag", Label: "noai", Value: "noai", Purpose: "ai-train", Header: "X-Robots-Tag",
+		{Origin: papersSite, Form: "x-robots-tag", Label: "noai", Purpose: "ai-train", Header: "X-Robots-Tag",
 			Requests: 1, Recorded: 1, From: t0.Add(30 * time.Second), To: t0.Add(30 * time.Second),
 			Crawlers: []CrawlerSeen{{Name: "GPTBot", By: "token", Count: 1}}},
 	}
@@ -289,12 +294,12 @@ func TestUsageText(t *testing.T) {
 		`(?m)^\s+GPTBot\s+token\s+9\s+4\s+3\s+2\s+3\s+2\s+3\s+.* ai-train$`,
 		`(?m)^\s+Googlebot\s+token\s+1\s+1\s+0\s+0\s+0\s+0\s+0\s+.* search$`,
 		`(?m)^\s+ORIGIN\s+REQUESTS.*BY-USAGE\s+WITHHELD\s+WOULD-BY-USAGE.*STALE USAGE PREFERENCES STATED$`,
-		`(?m)^\s+https://news.example\s+.* content-usage train-ai=n, content-signal search=yes, content-signal ai-train=no$`,
+		`(?m)^\s+https://news.example\s+.* content-usage train-ai=n \(line 7\), content-signal search=yes \(line 3\), content-signal ai-train=no \(line 3\)$`,
 		`(?m)^\s+https://quiet.example\s+.* -$`,
 		`(?m)^USAGE REFUSALS`,
 		`(?m)^\s+https://news.example\s+content-usage\s+line 7\s+train-ai=n\s+ai-train\s+4\s+0\s+0\s+2026-11-25 10:00:00Z\s+2026-11-25 10:00:05Z GPTBot ×3, archiver \(credential\) ×1$`,
 		`(?m)^\s+https://papers.example\s+tdmrep\s+Tdm-Reservation\s+tdm-reservation=1\s+ai-train\s+0\s+2\s+0\s+`,
-		`(?m)^\s+https://papers.example\s+x-robots-tag\s+X-Robots-Tag\s+noai=noai\s+ai-train\s+0\s+0\s+1\s+`,
+		`(?m)^\s+https://papers.example\s+x-robots-tag\s+X-Robots-Tag\s+noai\s+ai-train\s+0\s+0\s+1\s+`,
 	} {
 		if !regexp.MustCompile(want).MatchString(text) {
 			t.Errorf("the text lacks %s:\n%s", want, text)
@@ -379,7 +384,7 @@ func TestUsageHTML(t *testing.T) {
 		t.Errorf("GPTBot's row: %q", gpt)
 	}
 	origins := p.rows(t, "origins")
-	if news := origins[0]; len(news) != 23 || news[22] != "content-usage train-ai=n, content-signal search=yes, content-signal ai-train=no" {
+	if news := origins[0]; len(news) != 23 || news[22] != "content-usage train-ai=n (line 7), content-signal search=yes (line 3), content-signal ai-train=no (line 3)" {
 		t.Errorf("news.example's row: %q", news)
 	}
 	if quiet := origins[2]; quiet[22] != "-" {
@@ -393,6 +398,10 @@ func TestUsageHTML(t *testing.T) {
 	}
 	if got := refusals[2][2]; got != "Tdm-Reservation" {
 		t.Errorf("tdmrep's where: %q", got)
+	}
+	// noai has no value: its preference is the label alone.
+	if got := refusals[3][3]; got != "noai" {
+		t.Errorf("x-robots-tag's preference: %q", got)
 	}
 	// The head of each table has as many cells as its rows.
 	for _, id := range []string{"crawlers", "origins", "usage-refusals"} {
@@ -448,9 +457,9 @@ func TestUsageBoundsHold(t *testing.T) {
 	// One origin states thousands of distinct preferences, some huge,
 	// and repeats the first ones.
 	for i := range 200 {
-		stated := []string{"content-signal ai-train=no"}
+		stated := []string{"content-signal ai-train=no (line 2)"}
 		for j := range 20 {
-			stated = append(stated, fmt.Sprintf("content-usage x%d-%d=n", i, j))
+			stated = append(stated, fmt.Sprintf("content-usage x%d-%d=n (line %d)", i, j, j+3))
 		}
 		if i%50 == 0 {
 			stated = append(stated, huge)
@@ -460,13 +469,14 @@ func TestUsageBoundsHold(t *testing.T) {
 	// Many origins state distinct preferences past the report's table.
 	for i := range maxStatedValues + 100 {
 		log.Write(rawLine(t, map[string]any{"time": at, "verdict": "allow", "origin": fmt.Sprintf("https://o%d.example", i), "token": "GPTBot",
-			"usage_stated": []string{fmt.Sprintf("content-usage y%d=n", i)}}))
+			"usage_stated": []string{fmt.Sprintf("content-usage y%d=n (header Content-Usage)", i)}}))
 	}
 	// Refusals by more distinct preferences than are counted one by one,
 	// with huge texts.
 	for i := range maxUsageRefusals + 50 {
 		log.Write(rawLine(t, map[string]any{"time": at, "verdict": "disallow", "origin": "https://refuse.example", "token": "GPTBot", "forwarded": false,
-			"usage": map[string]any{"form": "content-usage" + huge, "label": fmt.Sprintf("l%d", i) + huge, "value": huge, "purpose": huge, "header": huge, "line": 7, "verdict": "refused"}}))
+			"reason": "usage: Content-Usage: " + huge + " (robots.txt line 7) refuses " + huge,
+			"usage":  map[string]any{"form": "content-usage" + huge, "label": fmt.Sprintf("l%d", i) + huge, "value": huge, "purpose": huge, "header": huge, "line": 7, "verdict": "refused"}}))
 	}
 	_, rep := readLogs(t, Options{Top: 5}, log.Bytes())
 	if rep.Malformed != 0 {
@@ -488,7 +498,7 @@ func TestUsageBoundsHold(t *testing.T) {
 			more++
 		}
 		if o.Origin == "https://flood.example" {
-			if len(o.UsageStated) != maxStated || o.UsageStated[0] != "content-signal ai-train=no" || !o.UsageStatedMore {
+			if len(o.UsageStated) != maxStated || o.UsageStated[0] != "content-signal ai-train=no (line 2)" || !o.UsageStatedMore {
 				t.Errorf("flood.example states %q, more %v", o.UsageStated, o.UsageStatedMore)
 			}
 		}
@@ -513,6 +523,11 @@ func TestUsageBoundsHold(t *testing.T) {
 			}
 		}
 	}
+	for _, r := range rep.TopRules {
+		if !strings.HasPrefix(r.Rule, "usage: ") || len(r.Rule) > len("usage: ")+3*wordBound+1 {
+			t.Fatalf("a usage refusal's rule of %d bytes: %.80q", len(r.Rule), r.Rule)
+		}
+	}
 	for _, w := range []func(*bytes.Buffer, *Report) error{
 		func(b *bytes.Buffer, r *Report) error { return WriteText(b, r) },
 		func(b *bytes.Buffer, r *Report) error { return WriteJSON(b, r) },
@@ -525,5 +540,66 @@ func TestUsageBoundsHold(t *testing.T) {
 		if strings.Contains(out.String(), huge[:1000]) {
 			t.Error("a huge value is shown whole")
 		}
+	}
+}
+
+// A usage refusal before the fetch names no robots.txt rule: the top
+// refused rules count it by the preference and its robots.txt line (one
+// line refusing two purposes is one rule), or by tdmrep.json, beside
+// robots.txt's own rules.
+func TestUsageTopRules(t *testing.T) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	var recs []audit.Record
+	for i := range 3 {
+		recs = append(recs, refusedRecord(at(i), newsSite))
+	}
+	// Another crawler, another purpose, the same line.
+	input := refusedRecord(at(3), newsSite)
+	input.Token, input.Purposes = "PerplexityBot", []string{"ai-input"}
+	input.Reason = "usage: Content-Usage: train-ai=n (robots.txt line 7) refuses ai-input"
+	input.Usage.Purpose = "ai-input"
+	recs = append(recs, input, recordedBefore(at(4), newsSite))
+	// robots.txt says nothing of usage; tdmrep.json reserves the path.
+	tdm := refusedRecord(at(5), papersSite)
+	tdm.Reason = "usage: tdm-reservation=1 (tdmrep.json) refuses ai-train"
+	tdm.Usage = audit.UsageFinding{Form: "tdmrep", Header: "tdmrep.json", Label: "tdm-reservation", Value: "1", Purpose: "ai-train", Verdict: audit.UsageRefused}
+	tdm.UsageStated = []string{"tdmrep tdm-reservation=1 (tdmrep.json)"}
+	// A usage preference recorded from the response of a request
+	// robots.txt disallowed in audit mode: robots.txt's rule refused it.
+	both := refused(at(6))
+	both.Origin, both.URL, both.Mode, both.Forwarded, both.Status, both.Upstream = papersSite, papersSite+"/private/x", "audit", true, 200, 200
+	both.Usage = recordedAfter(at(6), papersSite).Usage
+	recs = append(recs, tdm, both, recordedAfter(at(7), papersSite))
+	_, rep := readLogs(t, Options{}, writeLog(t, recs...))
+
+	want := []RuleCount{
+		{Origin: newsSite, Group: "*", Rule: "usage: content-usage train-ai=n", Line: 7, Refused: 4},
+		{Origin: newsSite, Group: "*", Rule: "usage: content-signal ai-train=no", Line: 3, Refused: 1},
+		{Origin: papersSite, Group: "*", Rule: "/private/", Line: 4, Refused: 1},
+		{Origin: papersSite, Rule: "usage: tdmrep tdm-reservation=1 (tdmrep.json)", Refused: 1},
+	}
+	slices.SortFunc(rep.TopRules, func(x, y RuleCount) int { return strings.Compare(x.Origin+x.Rule, y.Origin+y.Rule) })
+	slices.SortFunc(want, func(x, y RuleCount) int { return strings.Compare(x.Origin+x.Rule, y.Origin+y.Rule) })
+	if !reflect.DeepEqual(rep.TopRules, want) {
+		t.Errorf("top rules\n got %+v\nwant %+v", rep.TopRules, want)
+	}
+
+	var out bytes.Buffer
+	if err := WriteText(&out, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{
+		`(?m)^\s+4\s+https://news.example\s+\*\s+7 usage: content-usage train-ai=n$`,
+		`(?m)^\s+1\s+https://papers.example\s+-\s+- usage: tdmrep tdm-reservation=1 \(tdmrep.json\)$`,
+	} {
+		if !regexp.MustCompile(row).MatchString(out.String()) {
+			t.Errorf("the text lacks %s:\n%s", row, out.String())
+		}
+	}
+	rows := renderPage(t, rep).rows(t, "rules")
+	if !slices.ContainsFunc(rows, func(r []string) bool {
+		return slices.Equal(r, []string{"4", newsSite, "*", "7", "usage: content-usage train-ai=n"})
+	}) {
+		t.Errorf("the page's rules: %q", rows)
 	}
 }
