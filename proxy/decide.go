@@ -149,11 +149,6 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 		d.finish()
 		return d, forbiddenPage(r, d)
 	}
-	if result != nil && d.verdict.Allowed {
-		if p := d.judgeUsage(r, result, path); p != nil {
-			return d, p
-		}
-	}
 	if result != nil {
 		if p := d.pace(r, result); p != nil {
 			return d, p
@@ -162,15 +157,15 @@ func (s *Server) decide(r *http.Request, tun *tunnel, cred *identity.Credential)
 	return d, nil
 }
 
-// judge sets the verdict of robots.txt on the path, a costly decision
-// waiting its turn at the costlyGate (it returns the answer when it found
-// none), one over robots.MaxDecisionCost refused unjudged.
+// judge sets the verdict of robots.txt on the path, then the policy's and
+// the site's usage preferences', a costly decision (its rules and usage
+// lines together) waiting its turn at the costlyGate (it returns the
+// answer when it found none), one over robots.MaxDecisionCost refused
+// unjudged. It returns the answer of a usage refusal too.
 func (d *decision) judge(r *http.Request, result *fetch.Result, pathAndQuery string) *page {
 	j := result.Prepare(d.who.token, pathAndQuery)
 	if j.Cost() <= costlyDecision || j.Cost() > robots.MaxDecisionCost {
-		d.verdict = j.Verdict()
-		d.judgePolicy(pathAndQuery)
-		return nil
+		return d.judgePrepared(r, result, &j, pathAndQuery)
 	}
 	leave, err := d.s.costly.enter(r.Context(), d.shareKey())
 	if err != nil {
@@ -179,10 +174,20 @@ func (d *decision) judge(r *http.Request, result *fetch.Result, pathAndQuery str
 		p.header.Set("Retry-After", "1")
 		return p
 	}
-	d.verdict = j.Verdict()
-	d.judgePolicy(pathAndQuery)
+	p := d.judgePrepared(r, result, &j, pathAndQuery)
 	leave()
-	return nil
+	return p
+}
+
+// judgePrepared makes the prepared decision: robots.txt's verdict, the
+// policy's word on it and, on a path they allow, the usage preferences'.
+func (d *decision) judgePrepared(r *http.Request, result *fetch.Result, j *robots.Judgement, pathAndQuery string) *page {
+	d.verdict, d.ruling = j.Verdict(), judged
+	d.judgePolicy(pathAndQuery)
+	if !d.verdict.Allowed {
+		return nil // refused, or recorded in audit mode, by decide
+	}
+	return d.judgeUsage(r, result, j, pathAndQuery)
 }
 
 // readsRobotsTxt reports the one request every crawler may make whatever

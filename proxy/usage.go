@@ -109,11 +109,11 @@ func (d *decision) usageEnforced() bool {
 // judgeUsage judges the crawler's purposes by what robots.txt (and
 // tdmrep.json) state for the path, before the fetch. It returns the 403
 // when a preference refuses a purpose and that is enforced.
-func (d *decision) judgeUsage(r *http.Request, result *fetch.Result, pathAndQuery string) *page {
+func (d *decision) judgeUsage(r *http.Request, result *fetch.Result, j *robots.Judgement, pathAndQuery string) *page {
 	if d.s.opts.Usage.Mode == UsageOff {
 		return nil
 	}
-	lines := result.Usage(d.who.token, pathAndQuery)
+	lines := j.Usage()
 	if len(lines) == 0 && result.TDMRep == nil {
 		return nil // the common case: the site states nothing
 	}

@@ -34,10 +34,18 @@ type readingPlan struct {
 func (r *Robots) Prepare(token, pathAndQuery string) Judgement {
 	rs := r.ruleSetFor(token)
 	j := Judgement{outcome: OutcomeOK, rs: rs, path: pathAndQuery}
-	if rs == nil || len(rs.groups) == 0 {
+	if rs == nil || len(rs.groups) == 0 && len(rs.usage) == 0 {
 		return j // nothing to match
 	}
-	j.readingPlan = planReadings(rs.load(), pathAndQuery)
+	load := rs.load()
+	if len(rs.usage) > 0 {
+		// The usage lines are matched against the same readings
+		// (Judgement.Usage): the estimate is of both.
+		u := rs.usageLoad()
+		load.all.plus(u.all)
+		load.anchored.plus(u.anchored)
+	}
+	j.readingPlan = planReadings(load, pathAndQuery)
 	return j
 }
 

@@ -169,21 +169,26 @@ func (r *Robots) Usage(token, pathAndQuery string) []UsageLine {
 	if r == nil || r.usageLines == 0 {
 		return nil
 	}
-	rs := r.ruleSetFor(token)
-	if rs == nil || len(rs.usage) == 0 {
+	j := r.Prepare(token, pathAndQuery)
+	return j.Usage()
+}
+
+// Usage is [Robots.Usage] on the readings the judgement listed, whose cost
+// [Judgement.Cost] includes: a proxy weighs both before it matches either.
+func (j *Judgement) Usage() []UsageLine {
+	rs := j.rs
+	if j.outcome != OutcomeOK || rs == nil || len(rs.usage) == 0 {
 		return nil
 	}
-	load := rs.usageLoad()
-	if load.all.base16 == 0 {
+	if rs.usageLoad().all.base16 == 0 {
 		return rs.usageLines(nil) // no line names a path: all apply
 	}
-	plan := planReadings(load, pathAndQuery)
-	if plan.cost > MaxDecisionCost || plan.stop != stopNever {
+	if j.cost > MaxDecisionCost || j.stop != stopNever {
 		return rs.usageLines(nil)
 	}
 	var picked usageSet
-	rs.pickUsage(&picked, plan.norm, plan.query)
-	for _, reading := range plan.readings[min(1, len(plan.readings)):] {
+	rs.pickUsage(&picked, j.norm, j.query)
+	for _, reading := range j.readings[min(1, len(j.readings)):] {
 		norm := normalizePath(reading.Path)
 		rs.pickUsage(&picked, norm, strings.IndexByte(norm, '?'))
 	}

@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,14 +22,14 @@ func TestBounds(t *testing.T) {
 	}{
 		{"64 labels are read", []robots.UsageLine{cu(1, "", labels(64))}, nil, 1},
 		{"65 labels state nothing", []robots.UsageLine{cu(1, "", labels(65))}, nil, 0},
-		{"nor does what comes after", []robots.UsageLine{cu(1, "", labels(65)), cs(2, "ai-train=no")}, nil, 0},
-		{"the budget is per call", []robots.UsageLine{cu(1, "", labels(40)), cu(2, "", labels(24)), cs(3, "ai-train=no")}, nil, 2},
+		{"a value past the bound costs one label, the rest is read", []robots.UsageLine{cu(1, "", labels(65)), cs(2, "ai-train=no")}, nil, 1},
+		{"the budget is per call, a line past it unread", []robots.UsageLine{cu(1, "", labels(40)), cu(2, "", labels(24)), cs(3, "ai-train=no")}, nil, 3},
 		{"a 60 KB value states nothing", []robots.UsageLine{cu(1, "", strings.Repeat("a=n,", 15000)+"train-ai=n")}, nil, 0},
 		{"a value over 4 KiB states nothing, the rest is read", []robots.UsageLine{cu(1, "", long), cu(2, "", "search=y")}, nil, 1},
-		{"4 KiB values: two are read", []robots.UsageLine{cu(1, "", near), cu(2, "", near), cu(3, "", near)}, nil, 2},
+		{"4 KiB values: two are read, the third unread", []robots.UsageLine{cu(1, "", near), cu(2, "", near), cu(3, "", near)}, nil, 3},
 		{"a 60 KB signal states nothing", []robots.UsageLine{cs(1, strings.Repeat("ai-train=no,", 5000))}, nil, 0},
 		{"a signal repeated: 64 statements", []robots.UsageLine{cs(1, strings.Repeat("ai-train=no,", 63)+"ai-train=no")}, nil, maxLabels},
-		{"lines past the 64th unread", manyLines(1000), nil, maxLabels},
+		{"lines past the 64th: the first unread", manyLines(1000), nil, maxLabels + 1},
 		{"a 60 KB header states nothing", nil, http.Header{"Content-Usage": {strings.Repeat("a=n,", 15000) + "train-ai=n"}}, 0},
 		{"header lines add up", nil, http.Header{"Content-Usage": {strings.Repeat("a", 3000) + "=n", strings.Repeat("a", 3000) + "=n", "train-ai=n"}}, 0},
 		{"too many header lines", nil, http.Header{"Content-Usage": append(make([]string, 100), "train-ai=n")}, 0},
@@ -45,9 +46,12 @@ func TestBounds(t *testing.T) {
 			if len(st) != tt.want {
 				t.Fatalf("%d statements, want %d", len(st), tt.want)
 			}
-			for _, s := range st {
+			for i, s := range st {
 				if len(s.Text) > maxText || !utf8.ValidString(s.Text) {
 					t.Fatalf("Text of %d bytes: %q", len(s.Text), s.Text)
+				}
+				if s.Unread != (strings.Contains(tt.name, "unread") && tt.lines != nil && i == len(st)-1) {
+					t.Errorf("statement %d (%s) unread: %v", i, s, s.Unread)
 				}
 			}
 		})
@@ -167,5 +171,28 @@ func BenchmarkFromRobotsWorst(b *testing.B) {
 				sinkStatements = FromRobots(bc.lines)
 			}
 		})
+	}
+}
+
+// TestNoBoundHidesARefusal: a path with more readings than robots judges
+// one by one makes every usage line of the group apply, more than one
+// request reads; the first line left unread refuses, so that a crafted
+// path does not hide the site's refusal past the bound.
+func TestNoBoundHidesARefusal(t *testing.T) {
+	var file strings.Builder
+	file.WriteString("User-agent: *\n")
+	for i := range 40 {
+		fmt.Fprintf(&file, "Content-Usage: /section-%d/ train-ai=y, search=y\n", i)
+	}
+	file.WriteString("Content-Usage: /members/ train-ai=n\n") // line 42
+	r := robots.Parser{}.Parse([]byte(file.String()))
+	for _, path := range []string{"/members/x", "/members/%2F%2e%5C/./..;%5C.a/%2F%2e%5C/./..;%5C.a"} {
+		v := Judge([]string{PurposeAITrain}, FromRobots(r.Usage("bot", path)))
+		if !v.Refused || v.By.Line != 42 && !v.By.Unread {
+			t.Errorf("%s: %+v, want refused by line 42 or by a line left unread", path, v)
+		}
+	}
+	if v := Judge([]string{PurposeAITrain}, FromRobots(r.Usage("bot", "/section-3/x"))); v.Refused {
+		t.Errorf("/section-3/x: refused by %s, want allowed", v.By)
 	}
 }

@@ -32,6 +32,12 @@ func Judge(purposes []string, statements []Statement) Verdict {
 			if s.Allows || (tdmHeader && s.Form == FormTDMRep && s.Header == "") {
 				continue
 			}
+			if s.Unread {
+				if knownPurpose(p) {
+					return Verdict{Refused: true, Purpose: p, By: *s}
+				}
+				continue
+			}
 			d, ok := depth(s.Form, s.Label, p)
 			if !ok || narrowerStated(statements, s, p, d) {
 				continue
@@ -69,6 +75,9 @@ func (s Statement) String() string {
 	b = append(b, s.Form.String()...)
 	b = append(b, ' ')
 	b = append(b, s.Label...)
+	if s.Unread {
+		b = append(b, "(not read)"...)
+	}
 	if s.Value != "" {
 		b = append(b, '=')
 		b = append(b, s.Value...)
@@ -92,6 +101,8 @@ func (s Statement) String() string {
 // "robots.txt line 7", "response header" or "tdmrep.json".
 func (s Statement) Where() string {
 	switch {
+	case s.Unread:
+		return "robots.txt line " + strconv.Itoa(s.Line) + ", not read: past the " + strconv.Itoa(maxLabels) + " labels read for one request, taken as a refusal"
 	case s.Line > 0:
 		return "robots.txt line " + strconv.Itoa(s.Line)
 	case s.Header != "":

@@ -11,6 +11,8 @@ import (
 type reader struct {
 	left  int // labels that may still be read
 	bytes int // bytes that may still be read
+	// spent: a value was left unread for want of budget.
+	spent bool
 	out   []Statement
 }
 
@@ -19,20 +21,22 @@ func newReader(out []Statement) reader {
 }
 
 // take charges value to the budget and returns it, or "" when it states
-// nothing: when it is longer than maxValue (charged one label), or has
-// more labels (one more than its commas) or bytes than are left (then
-// nothing after it is read either).
+// nothing: when it alone is past a bound (longer than maxValue, or more
+// labels, one more than its commas, than maxLabels), charged one label;
+// when it has more labels or bytes than are left, after which nothing is
+// read, and r.spent says so.
 func (r *reader) take(value string) string {
 	if r.left == 0 {
-		return ""
-	}
-	if len(value) > maxValue {
-		r.left--
+		r.spent = true
 		return ""
 	}
 	n := 1 + strings.Count(value, ",")
+	if len(value) > maxValue || n > maxLabels {
+		r.left--
+		return ""
+	}
 	if n > r.left || len(value) > r.bytes {
-		r.left = 0
+		r.left, r.spent = 0, true
 		return ""
 	}
 	r.left -= n

@@ -69,6 +69,10 @@ type Statement struct {
 	Label, Value string
 	// Allows is what the value says: use allowed (true) or refused.
 	Allows bool
+	// Unread marks a robots.txt line past what one request reads (see
+	// FromRobots), Label and Value empty: taken as refusing every purpose
+	// the vocabulary knows, so that no bound hides a refusal.
+	Unread bool
 }
 
 // Verdict is what a site's statements say of a crawler's purposes.
@@ -105,7 +109,9 @@ const (
 // labels the vocabulary knows, in line order. A Content-Usage line whose
 // value does not parse as an RFC 9651 Dictionary states nothing; of a
 // Content-Signal line, each "label=yes|no" entry counts on its own. At
-// most 64 labels are read (see maxLabels).
+// most 64 labels are read (see maxLabels): the first line past them is
+// stated as Unread, and refuses, since a path with many readings can make
+// every line of a group apply (see [robots.Judgement.Usage]).
 func FromRobots(lines []robots.UsageLine) []Statement {
 	if len(lines) == 0 {
 		return nil
@@ -122,16 +128,18 @@ func FromRobots(lines []robots.UsageLine) []Statement {
 		default:
 			continue
 		}
-		value := r.take(trimOWS(l.Value)) // robots.txt whitespace is no part of the value
-		if value == "" {
-			if r.left == 0 {
-				break
-			}
-			continue
-		}
-		text := name + value
+		raw := trimOWS(l.Value) // robots.txt whitespace is no part of the value
+		text := name + raw
 		if l.Path != "" {
-			text = name + l.Path + " " + value
+			text = name + l.Path + " " + raw
+		}
+		value := r.take(raw)
+		if r.spent {
+			r.out = append(r.out, Statement{Form: form, Line: l.Line, Text: bound(text), Unread: true})
+			break
+		}
+		if value == "" {
+			continue
 		}
 		base := Statement{Form: form, Line: l.Line, Text: bound(text)}
 		if form == FormContentUsage {

@@ -149,3 +149,13 @@ func sameLabel(form Form, table, label string) bool {
 	}
 	return strings.EqualFold(table, label)
 }
+
+// knownPurpose reports whether some row speaks for purpose p.
+func knownPurpose(p string) bool {
+	for i := range vocabulary {
+		if vocabulary[i].Purpose == p {
+			return true
+		}
+	}
+	return false
+}
