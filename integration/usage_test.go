@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -817,4 +818,45 @@ func tlsToOrigin(t *testing.T, conn net.Conn, o *origin) *tls.Conn {
 		t.Fatalf("TLS in the blind tunnel to %s: %v", o.addr, err)
 	}
 	return tlsConn
+}
+
+// TestUsageBlindTunnelEveryPath: a blind tunnel is refused to a training
+// crawler by every form of a preference that speaks for the whole site:
+// a line scoped to "/", and tdmrep.json's first rule on "/", whether or
+// not robots.txt answered.
+func TestUsageBlindTunnelEveryPath(t *testing.T) {
+	t.Parallel()
+	reserved := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `[{"location":"/","tdm-reservation":1}]`)
+	}
+	sites := []struct {
+		name  string
+		pages map[string]http.HandlerFunc
+		form  string
+	}{
+		{"Content-Signal: / ai-train=no", map[string]http.HandlerFunc{"/robots.txt": robotsTxt("User-agent: *\nContent-Signal: / ai-train=no\n")}, "content-signal"},
+		{"Content-Usage: / train-ai=n", map[string]http.HandlerFunc{"/robots.txt": robotsTxt("User-agent: *\nContent-Usage: / train-ai=n\n")}, "content-usage"},
+		{"tdmrep.json reserving /", map[string]http.HandlerFunc{"/robots.txt": robotsTxt("User-agent: *\nAllow: /\n"), "/.well-known/tdmrep.json": reserved}, "tdmrep"},
+		{"tdmrep.json reserving /, robots.txt 404", map[string]http.HandlerFunc{"/robots.txt": http.NotFound, "/.well-known/tdmrep.json": reserved}, "tdmrep"},
+	}
+	origins := make([]*origin, len(sites))
+	for i, s := range sites {
+		origins[i] = newOrigin(t, true, s.pages)
+	}
+	polFile := writePolicy(t, "pol.yaml", usagePolicy)
+	p := startProxy(t, "ROBOTSGATE_MITM=false", "ROBOTSGATE_TDMREP=true", "ROBOTSGATE_POLICY="+polFile, upstreamCA(t, origins...))
+	for i, s := range sites {
+		conn, answer := p.connect(t, origins[i].addr, trainerUA)
+		conn.Close()
+		h := answer.header.Get("X-Robotsgate-Decision")
+		if answer.status != http.StatusForbidden || !strings.HasPrefix(h, "usage-refused;") || !strings.Contains(h, `form="`+s.form+`"`) {
+			t.Errorf("%s: trainer CONNECT: status %d, X-Robotsgate-Decision %q; want 403 usage-refused by %s", s.name, answer.status, h, s.form)
+		}
+		conn, answer = p.connect(t, origins[i].addr, searcherUA)
+		conn.Close()
+		if answer.status != http.StatusOK {
+			t.Errorf("%s: searcher CONNECT: status %d, want 200", s.name, answer.status)
+		}
+	}
 }

@@ -177,6 +177,11 @@ func (d *decision) robotsDecision() robots.Decision {
 			}
 			break
 		}
+		if u := d.usage; u != nil && u.action == audit.UsageWithheld {
+			// The fetch was allowed; the reason says why its answer was not.
+			dec.Reason = u.refusal.Reason() + ": the response was withheld"
+			break
+		}
 		if f := d.decidedByPolicy(); f != nil {
 			dec.Reason = "policy: " + f.String()
 			break

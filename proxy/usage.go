@@ -128,14 +128,15 @@ func (d *decision) judgeUsage(r *http.Request, result *fetch.Result, j *robots.J
 // preferences robots.txt states for every path of the site: refused when
 // they refuse the crawler's purpose (and that is enforced).
 func (d *decision) judgeTunnelUsage(r *http.Request, result *fetch.Result) *page {
-	if d.s.opts.Usage.Mode == UsageOff || result.Outcome != robots.OutcomeOK {
+	if d.s.opts.Usage.Mode == UsageOff {
 		return nil
 	}
-	lines := result.Robots.UsageEverywhere(d.who.token)
-	if len(lines) == 0 {
-		return nil
+	var stated []usage.Statement
+	if result.Outcome == robots.OutcomeOK {
+		stated = usage.FromRobots(result.Robots.UsageEverywhere(d.who.token))
 	}
-	return d.judgeStated(r, usage.FromRobots(lines), "robotsgate did not open the tunnel: they speak for every path of the site")
+	stated = append(stated, result.TDMRep.Everywhere()...)
+	return d.judgeStated(r, stated, "robotsgate did not open the tunnel: they speak for every path of the site")
 }
 
 // judgeStated judges the crawler's purposes by what the site states before

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -147,6 +148,9 @@ func TestUsagePreferences(t *testing.T) {
 			if tt.finding.Verdict == "refused" && !strings.Contains(rec.Reason, "robots.txt line 2") {
 				t.Errorf("reason %q does not name the line", rec.Reason)
 			}
+			if tt.finding.Verdict == "withheld" && !strings.HasSuffix(rec.Reason, "refuses ai-train: the response was withheld") {
+				t.Errorf("record reason %q does not say why the response was withheld", rec.Reason)
+			}
 			if tt.finding.Verdict == "refused" && (rec.Rule != "" || rec.RuleLine != 0) {
 				t.Errorf("record rule %q line %d: robots.txt's Allow did not refuse", rec.Rule, rec.RuleLine)
 			}
@@ -184,5 +188,35 @@ func TestUsageRefusalJSON(t *testing.T) {
 	}
 	if rec := recordFor(t, p.records(), http.MethodGet, o.URL+"/article"); rec.RobotsTxt != o.robotsURL() {
 		t.Errorf("record robots_txt %q, want %q", rec.RobotsTxt, o.robotsURL())
+	}
+}
+
+// TestUsageMetadataNeverWithheld: robots.txt and tdmrep.json are what a
+// crawler learns the rules from: a noai header on them is recorded, and
+// the file delivered, even with ROBOTSGATE_USAGE_RESPONSES=withhold.
+func TestUsageMetadataNeverWithheld(t *testing.T) {
+	pol, err := policy.Parse("pol.yaml", []byte(usagePolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Robots-Tag", "noai")
+		io.WriteString(w, "User-agent: *\nAllow: /\n")
+	}))
+	t.Cleanup(origin.Close)
+	p := startProxy(t, proxyConfig{policy: fixedPolicy{pol}, usage: UsageOptions{Responses: ResponsesWithhold}})
+	paths := []string{"/robots.txt", "/.well-known/tdmrep.json", "/page"}
+	for _, path := range paths {
+		resp, body := do(t, p.client(), http.MethodGet, origin.URL+path, ua("trainer/1.0"))
+		withheld := path == "/page"
+		if got := resp.StatusCode == http.StatusForbidden; got != withheld || !withheld && !strings.HasPrefix(body, "User-agent: *") {
+			t.Errorf("GET %s: status %d, body %q; withheld: %v, want %v", path, resp.StatusCode, body, got, withheld)
+		}
+	}
+	recs := p.records()
+	for _, path := range paths {
+		if rec := recordFor(t, recs, http.MethodGet, origin.URL+path); rec.Usage.Verdict == "" {
+			t.Errorf("GET %s: the noai header is not recorded", path)
+		}
 	}
 }

@@ -259,6 +259,9 @@ func CompilePattern(value string) (Pattern, bool) {
 // pattern's '*'.
 func (p *Pattern) Match(normalized string) bool { return p.p.match(normalized) }
 
+// MatchesEveryPath reports whether p matches every path: "/", "*", "/*$".
+func (p *Pattern) MatchesEveryPath() bool { return p.p.matchesEveryPath() }
+
 // Len is the length of the pattern once normalised: with the path's, what
 // matching it costs.
 func (p *Pattern) Len() int { return len(p.p.expr) }

@@ -288,10 +288,10 @@ func (rs *ruleSet) usageLines(picked *usageSet) []UsageLine {
 
 // UsageEverywhere returns the usage lines that apply to token at every
 // path of the site, for a proxy that cannot see paths (a tunnel it does
-// not intercept): every Content-Signal line without a path, and the
-// Content-Usage lines without a path when no Content-Usage line of the
-// groups names one (a line that does might outrank them on its paths).
-// nil when none does.
+// not intercept): every Content-Signal line without a path or with one
+// matching every path ("/", "/*"); and, when every Content-Usage line of
+// the groups is such a line, the longest of them (a line naming a narrower
+// path might outrank them on its paths). nil when none does.
 func (r *Robots) UsageEverywhere(token string) []UsageLine {
 	if r == nil || r.usageLines == 0 {
 		return nil
@@ -300,11 +300,13 @@ func (r *Robots) UsageEverywhere(token string) []UsageLine {
 	if rs == nil || len(rs.usage) == 0 {
 		return nil
 	}
-	scoped := false
+	everywhere := func(u *usageRule) bool { return u.Path == "" || u.pattern.matchesEveryPath() }
+	best, scoped := int32(-1), false
 	for _, g := range rs.usage {
 		for k := range g.rules {
-			if u := &g.rules[k]; u.Directive == DirectiveContentUsage && u.Path != "" {
-				scoped = true
+			if u := &g.rules[k]; u.Directive == DirectiveContentUsage {
+				scoped = scoped || !everywhere(u)
+				best = max(best, u.pattern.octets)
 			}
 		}
 	}
@@ -312,7 +314,10 @@ func (r *Robots) UsageEverywhere(token string) []UsageLine {
 	i := 0
 	for _, g := range rs.usage {
 		for k := range g.rules {
-			if u := &g.rules[k]; u.Path == "" && (u.Directive == DirectiveContentSignal || !scoped) {
+			u := &g.rules[k]
+			switch {
+			case u.Directive == DirectiveContentSignal && everywhere(u),
+				u.Directive == DirectiveContentUsage && !scoped && u.pattern.octets == best:
 				picked.add(i)
 			}
 			i++

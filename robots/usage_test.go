@@ -449,6 +449,9 @@ func TestUsageEverywhere(t *testing.T) {
 		{"signals and path-less usage apply everywhere", "User-agent: *\nContent-Signal: ai-train=no\nContent-Usage: train-ai=n\n", "bot", []int{2, 3}},
 		{"a scoped Content-Usage line may outrank the path-less one", "User-agent: *\nContent-Signal: ai-train=no\nContent-Usage: train-ai=n\nContent-Usage: /open/ train-ai=y\n", "bot", []int{2}},
 		{"a scoped signal speaks for its paths only", "User-agent: *\nContent-Signal: /blog/ ai-train=no\n", "bot", nil},
+		{"a signal scoped to every path", "User-agent: *\nContent-Signal: / ai-train=no\nContent-Signal: /* search=no\n", "bot", []int{2, 3}},
+		{"the longest of lines each naming every path", "User-agent: *\nContent-Usage: train-ai=n\nContent-Usage: / train-ai=y\nContent-Usage: /* search=n\n", "bot", []int{4}},
+		{"a path-less line and a / line: the / line", "User-agent: *\nContent-Usage: train-ai=y\nContent-Usage: / train-ai=n\n", "bot", []int{3}},
 		{"the crawler's own group, not *", "User-agent: *\nContent-Usage: train-ai=n\n\nUser-agent: bot\nContent-Signal: ai-train=no\n", "Bot", []int{5}},
 		{"no usage lines", "User-agent: *\nDisallow: /x\n", "bot", nil},
 	} {

@@ -49,10 +49,12 @@ const (
 	// tdmProblemBytes bounds the description of the first problem.
 	tdmProblemBytes = 256
 	// tdmMatchWork bounds the bytes one Statements call compares (readings
-	// made and rules tried on them): a few milliseconds at worst. A path
-	// whose readings cost more, or that has more than robots.MaxReadings
-	// of them, is taken to be covered by the file's first reservation.
-	tdmMatchWork = 4 << 20
+	// made and rules tried on them): well under a millisecond, as it runs
+	// on every request to the origin outside the costly-decision gate. A
+	// path whose readings cost more, or that has more than
+	// robots.MaxReadings of them, is taken to be covered by the file's
+	// first reservation.
+	tdmMatchWork = 256 << 10
 )
 
 // A statement's Text starts with tdmTextPrefix, or, for a reservation
@@ -433,4 +435,20 @@ func shorten(s string, limit int) string {
 		cut--
 	}
 	return s[:cut] + ellipsis
+}
+
+// Everywhere is the statement of the rule that applies to every path of
+// the site, for a proxy that cannot see paths (a tunnel it does not
+// intercept): the file's first rule when its location matches every path
+// ("/", "*"), since the first match wins; nil otherwise, or when that
+// rule's reservation is unset.
+func (t *TDMRep) Everywhere() []Statement {
+	if t == nil || len(t.rules) == 0 {
+		return nil
+	}
+	r := &t.rules[0]
+	if !r.location.MatchesEveryPath() || r.reservation == tdmUnset {
+		return nil
+	}
+	return []Statement{r.statement(r.text)}
 }

@@ -313,3 +313,26 @@ func FuzzTDMRep(f *testing.F) {
 		}
 	})
 }
+
+func TestTDMRepEverywhere(t *testing.T) {
+	for _, tt := range []struct {
+		name, body string
+		want       string // the statement's value, "" for none
+	}{
+		{"the first rule covers every path", `[{"location":"/","tdm-reservation":1},{"location":"/open/","tdm-reservation":0}]`, "1"},
+		{"a star covers every path", `[{"location":"*","tdm-reservation":0}]`, "0"},
+		{"a narrower first rule decides some paths", `[{"location":"/open/","tdm-reservation":0},{"location":"/","tdm-reservation":1}]`, ""},
+		{"an unset reservation states nothing", `[{"location":"/","tdm-reservation":7}]`, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tdm, err := ParseTDMRep([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := tdm.Everywhere()
+			if tt.want == "" && got != nil || tt.want != "" && (len(got) != 1 || got[0].Value != tt.want) {
+				t.Errorf("Everywhere() = %+v, want value %q", got, tt.want)
+			}
+		})
+	}
+}
