@@ -66,7 +66,7 @@ type UsageOptions struct {
 	// Responses: "" means ResponsesRecord.
 	Responses UsageResponses
 	// Purposes are those of the crawler judged as Token (the operator's
-	// pinned token), for requests the policy declares none for.
+	// pinned token), added to any its policy entries declare.
 	Purposes []string
 	Token    string
 }
@@ -86,7 +86,7 @@ type usageState struct {
 	afterFetch bool
 }
 
-// purposes are the crawler's declared purposes: its policy entries', else
+// purposes are the crawler's declared purposes: its policy entries', and
 // the operator's for the pinned token.
 func (d *decision) purposes() []string {
 	var declared []string
@@ -125,8 +125,9 @@ func (d *decision) judgeUsage(r *http.Request, result *fetch.Result, j *robots.J
 }
 
 // judgeTunnelUsage judges a tunnel the proxy cannot look into by the
-// preferences robots.txt states for every path of the site: refused when
-// they refuse the crawler's purpose (and that is enforced).
+// preferences robots.txt and tdmrep.json state for every path of the
+// site: refused when they refuse the crawler's purpose (and that is
+// enforced).
 func (d *decision) judgeTunnelUsage(r *http.Request, result *fetch.Result) *page {
 	if d.s.opts.Usage.Mode == UsageOff {
 		return nil
