@@ -12,10 +12,6 @@ import (
 	"robotsgate/robots"
 )
 
-// internals are words that must not reach a crawler in a 502: they
-// describe robotsgate's own sockets, not the origin's problem.
-var internals = []string{"dial tcp", "read tcp", "lookup", "x509:", "net/http:", "127.0.0.1:"}
-
 // TestOriginDownAfterRobotsAllowed checks the 502 a crawler gets when
 // robots.txt (cached) allows a request but the origin is gone: a short
 // reason, for plain HTTP and inside an intercepted tunnel, where the

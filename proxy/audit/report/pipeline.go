@@ -42,7 +42,6 @@ type pipeline struct {
 	ordered chan *batch // to the counter, in read order
 	free    chan *batch
 	wg      sync.WaitGroup
-	closed  bool
 }
 
 func newPipeline(agg *aggregate, src *Source) *pipeline {
