@@ -83,8 +83,8 @@ given (the name in ROBOTSGATE_CREDENTIALS_FILE; -user-agent then gives its
 token), else anonymous. A policy's min_delay shows in crawl_delay, with
 crawl_delay_source policy. Try a change this way before loading it.
 With -purpose (comma-separated: search, ai-train, ai-input; by default the
-policy's purposes for the crawler, or ROBOTSGATE_PURPOSES for the crawler
-ROBOTSGATE_TOKEN names), the site's usage preferences in robots.txt
+policy's purposes for the crawler and ROBOTSGATE_PURPOSES for the crawler
+ROBOTSGATE_TOKEN names, together), the site's usage preferences in robots.txt
 (Content-Usage, Content-Signal; tdmrep.json with ROBOTSGATE_TDMREP) judge
 those purposes as the proxy does before a fetch: a refusal is disallowed,
 its reason naming the line and label. A fifth column lists the
