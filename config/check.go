@@ -16,6 +16,7 @@ import (
 	"robotsgate/proxy"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/pace"
+	"robotsgate/proxy/signing"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 	"slices"
@@ -171,6 +172,7 @@ func (c *checker) validate(cfg *Config) {
 	}
 	c.checkAuditLog(cfg.AuditLog)
 	c.checkIdentity(cfg)
+	c.checkSigning(cfg)
 	c.checkPace(cfg)
 
 	c.checkFetch(cfg)
@@ -298,6 +300,35 @@ func (c *checker) checkIdentity(cfg *Config) {
 		c.report(authName, nil, "is off, but %s is set, and would be ignored; use optional or required, or unset %s", fileName, fileName)
 	case cfg.Auth != identity.ModeOff && !fileSet:
 		c.report(authName, nil, "is %s, but no credentials are set; name an htpasswd file (htpasswd -B) in %s", cfg.Auth, fileName)
+	}
+}
+
+// checkSigning checks the pinned token's signing keys by reading them, and
+// the Signature-Agent and signature lifetime.
+func (c *checker) checkSigning(cfg *Config) {
+	const keyName, agentName, ttlName = "ROBOTSGATE_SIGNING_KEY", "ROBOTSGATE_SIGNATURE_AGENT", "ROBOTSGATE_SIGNATURE_TTL"
+	if agent, ok := c.given(agentName); ok {
+		if err := signing.CheckAgent(agent); err != nil {
+			c.report(agentName, err, "%v", err)
+		}
+	}
+	if !c.failed(ttlName) && (cfg.SignatureTTL < 10*time.Second || cfg.SignatureTTL > time.Hour) {
+		c.report(ttlName, nil, "%s is out of range; use 10s to 1h: long enough for clocks that differ a little, short enough that a signature seen cannot be replayed for long", c.shown(ttlName))
+	}
+	if _, ok := c.given(keyName); !ok || c.failed(keyName) {
+		return
+	}
+	switch {
+	case len(cfg.SigningKey) == 0:
+		c.report(keyName, nil, "names no file; name the key files, comma-separated (robotsgate keygen FILE makes one)")
+	case cfg.Token == "":
+		c.report(keyName, nil, "signs the requests of the crawler ROBOTSGATE_TOKEN names, and it is unset: on a gate several bots share, one key cannot speak for all; set ROBOTSGATE_TOKEN, or give credential users signing_keys in ROBOTSGATE_POLICY")
+	case cfg.SignatureAgent == "":
+		c.report(keyName, nil, "is set, but ROBOTSGATE_SIGNATURE_AGENT is not: sites need its URL to find the key directory; set it (https://your-crawler.example, say)")
+	case !c.failed(agentName):
+		if _, err := cfg.SigningIdentity(); err != nil {
+			c.report(keyName, err, "%v", err)
+		}
 	}
 }
 

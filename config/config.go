@@ -110,6 +110,16 @@ type Config struct {
 	// robots.txt.
 	TDMRep bool `env:"TDMREP" envDefault:"false" desc:"Also fetch each origin's /.well-known/tdmrep.json (W3C TDMRep) with its robots.txt, in the same fetch slot and within the same bounds, and judge purposes by it before the fetch; needs ROBOTSGATE_USAGE enforce or audit"`
 
+	// SigningKey are the key files the crawler Token pins signs its
+	// requests with (Web Bot Auth).
+	SigningKey FileList `env:"SIGNING_KEY" desc:"Comma-separated Ed25519 key files (PEM or JWK, mode 0600; robotsgate keygen FILE makes one) that sign every request of the crawler ROBOTSGATE_TOKEN names (Web Bot Auth), the newest valid key signing; needs ROBOTSGATE_TOKEN and ROBOTSGATE_SIGNATURE_AGENT; per credential user, give signing_keys in ROBOTSGATE_POLICY (proxy/signing/README.md)"`
+
+	// SignatureAgent is where sites fetch the signers' key directory.
+	SignatureAgent string `env:"SIGNATURE_AGENT" desc:"URL of the key directory signed requests name in Signature-Agent (https://your-crawler.example, served by robotsgate at /.well-known/http-message-signatures-directory for that host); the default for the policy's signing_keys too"`
+
+	// SignatureTTL is how long a request's signature stays valid.
+	SignatureTTL time.Duration `env:"SIGNATURE_TTL" envDefault:"1m" desc:"How long a request's signature is valid (its expires minus its created), from 10s to 1h: short, so that a signature seen cannot be replayed for long"`
+
 	// WatchInterval is how often the policy and credentials files are
 	// looked at (one stat each) for a change to reload; 0 reloads them on
 	// SIGHUP only.

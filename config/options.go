@@ -14,6 +14,7 @@ import (
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
 	"robotsgate/proxy/pace"
+	"robotsgate/proxy/signing"
 	"robotsgate/robots/fetch"
 )
 
@@ -25,6 +26,26 @@ import (
 // operator's purposes speak for the pinned token's crawler only.
 func (c *Config) UsageOptions() proxy.UsageOptions {
 	return proxy.UsageOptions{Mode: c.Usage, Responses: c.UsageResponses, Purposes: c.Purposes, Token: c.Token}
+}
+
+// SigningIdentity is the signing identity of the crawler Token pins, read
+// from SigningKey; nil without keys.
+func (c *Config) SigningIdentity() (*signing.Identity, error) {
+	if len(c.SigningKey) == 0 {
+		return nil, nil
+	}
+	return signing.LoadIdentity("token "+c.Token, c.SignatureAgent, c.SigningKey)
+}
+
+// SigningOptions say how forwarded requests are signed: the pinned
+// token's identity read from its key files (the policy's users have their
+// own).
+func (c *Config) SigningOptions() (proxy.SigningOptions, error) {
+	pinned, err := c.SigningIdentity()
+	if err != nil {
+		return proxy.SigningOptions{}, fmt.Errorf("ROBOTSGATE_SIGNING_KEY: %w", err)
+	}
+	return proxy.SigningOptions{TTL: c.SignatureTTL, Pinned: pinned, Token: c.Token}, nil
 }
 
 // UpstreamRoots returns the certificates origins are verified against:

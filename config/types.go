@@ -148,6 +148,24 @@ func isPurpose(s string) bool {
 	return true
 }
 
+// FileList is a list of file paths, written comma-separated.
+type FileList []string
+
+// UnmarshalText parses the list, dropping empty entries.
+func (l *FileList) UnmarshalText(text []byte) error {
+	var list FileList
+	for f := range strings.SplitSeq(string(text), ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			list = append(list, f)
+		}
+	}
+	*l = list
+	return nil
+}
+
+// String lists the files as they are written in configuration.
+func (l FileList) String() string { return strings.Join(l, ",") }
+
 // ByteSize is a number of bytes, written in configuration as a plain integer
 // or with a unit: "512000", "500KiB", "64 MiB", "1.5MB".
 type ByteSize int64

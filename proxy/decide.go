@@ -13,6 +13,7 @@ import (
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/netcause"
 	"robotsgate/proxy/pace"
+	"robotsgate/proxy/signing"
 	"robotsgate/robots"
 	"robotsgate/robots/fetch"
 )
@@ -54,6 +55,9 @@ type decision struct {
 	// usage is what the site's usage preferences say of the request, nil
 	// when it states none (see usage.go).
 	usage *usageState
+	// signedBy is the key that signed the forwarded request, nil when
+	// none did (see sign.go).
+	signedBy *signing.Key
 }
 
 func (s *Server) newDecision(r *http.Request, tun *tunnel) *decision {

@@ -3,6 +3,8 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+
+	"robotsgate/proxy/signing"
 )
 
 // endpoints serves requests addressed to the proxy itself rather than
@@ -35,6 +37,7 @@ func (s *Server) newEndpoints() http.Handler {
 		}
 	})
 	mux.Handle("GET /metrics", s.metrics.Handler())
+	mux.HandleFunc("GET "+signing.DirectoryPath, s.serveKeyDirectory)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "robotsgate %s: a forward proxy that makes crawlers obey robots.txt (RFC 9309).\n\n", s.opts.Version)
@@ -42,7 +45,8 @@ func (s *Server) newEndpoints() http.Handler {
 		if s.opts.Issuer != nil {
 			fmt.Fprintf(w, "HTTPS is intercepted: make the crawler trust the CA at http://%s/ca.pem.\n", r.Host)
 		}
-		fmt.Fprintln(w, "\n/ca.pem   the CA certificate\n/healthz  liveness\n/metrics  Prometheus metrics")
+		fmt.Fprintln(w, "\n/ca.pem   the CA certificate\n/healthz  liveness\n/metrics  Prometheus metrics\n"+
+			signing.DirectoryPath+"  the signing keys (Web Bot Auth) of the identity whose Signature-Agent names this host")
 	})
 	return mux
 }

@@ -19,6 +19,7 @@ import (
 	"robotsgate/proxy/egress"
 	"robotsgate/proxy/netcause"
 	"robotsgate/proxy/pace"
+	"robotsgate/proxy/signing"
 )
 
 // via is how robotsgate names itself in Via (RFC 9110 §7.6.3), by the
@@ -141,6 +142,10 @@ func (d *decision) forward(w http.ResponseWriter, r *http.Request) {
 	relay := &d.relay
 	relay.w = w
 	out := d.outgoingRequest(r, upgrade, relay)
+	if !d.sign(w, r, out) {
+		d.finish()
+		return
+	}
 	var sent time.Time
 	if d.admission.Observes() {
 		sent = time.Now()
@@ -234,6 +239,7 @@ func (d *decision) outgoingRequest(r *http.Request, upgrade string, relay *relay
 	wantsTrailers := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
 	removeHopByHop(h)
 	removeRewriting(h)
+	signing.RemoveSignatureFields(h)
 	if wantsTrailers {
 		h["Te"] = []string{"trailers"} // robotsgate relays them
 	}

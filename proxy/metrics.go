@@ -24,7 +24,10 @@ type Metrics struct {
 	// byUsage counts the requests a site's usage preference refused,
 	// withheld or would have, by form and what was done.
 	byUsage *prometheus.CounterVec
-	waits   prometheus.Histogram
+	// signed and signingFailures count the forwarded requests signed, and
+	// those refused for want of a valid key, by identity.
+	signed, signingFailures *prometheus.CounterVec
+	waits                   prometheus.Histogram
 	// handshakeFailures counts failed handshakes with intercepted
 	// clients, one counter per cause of handshakes; served only while
 	// HTTPS is intercepted, as the other robotsgate_mitm_ metrics.
@@ -63,6 +66,14 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 			Name: "robotsgate_usage_decisions_total",
 			Help: "Requests a site's usage preference refused one of the crawler's purposes for, by form (content-usage, content-signal, tdmrep, x-robots-tag) and verdict (refused before the fetch, withheld after it, recorded only).",
 		}, []string{"form", "verdict"}),
+		signed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "robotsgate_signed_requests_total",
+			Help: "Forwarded requests signed (Web Bot Auth), by identity (user NAME: a credential user's keys from the policy; token NAME: ROBOTSGATE_SIGNING_KEY's).",
+		}, []string{"identity"}),
+		signingFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "robotsgate_signing_failures_total",
+			Help: "Requests that had to be signed and were refused (503) because no key of their identity was valid, by identity.",
+		}, []string{"identity"}),
 		waits: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "robotsgate_pace_wait_seconds",
 			Help:    "How long ROBOTSGATE_CRAWL_DELAY=wait held requests that were then forwarded.",
@@ -76,7 +87,7 @@ func newMetrics(version string, dependencies ...prometheus.Collector) *Metrics {
 	for c := range handshakeCauses {
 		m.handshakeFailures[c] = m.handshakes.WithLabelValues(c.String())
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.bytes, m.paced, m.byPolicy, m.byUsage, m.waits,
+	m.registry.MustRegister(m.requests, m.duration, m.bytes, m.paced, m.byPolicy, m.byUsage, m.signed, m.signingFailures, m.waits,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "robotsgate_build_info", Help: "Always 1; the version is a label.",

@@ -44,6 +44,7 @@ import (
 	"robotsgate/proxy/live"
 	"robotsgate/proxy/mitm"
 	"robotsgate/proxy/pace"
+	"robotsgate/proxy/signing"
 	"robotsgate/robots/fetch"
 )
 
@@ -87,6 +88,8 @@ type Options struct {
 	// Usage says how sites' usage preferences are judged against the
 	// crawlers' purposes.
 	Usage UsageOptions
+	// Signing says which forwarded requests are signed, and how.
+	Signing SigningOptions
 	// Files are the files put in force live (credentials, policy): /healthz
 	// shows which version of each is in force, and since when.
 	Files []func() live.State
@@ -203,6 +206,7 @@ type Server struct {
 	errorLog    *log.Logger // net/http's own complaints, at debug level
 	copyBuffers bufferPool
 	costly      *costlyGate
+	signer      signing.Signer
 	// warnings holds back repeats of the warnings a client or an origin
 	// can cause over and over (handshakes, untrusted origins).
 	warnings *warnLimiter
@@ -230,6 +234,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Usage.Responses == "" {
 		opts.Usage.Responses = ResponsesRecord
 	}
+	if opts.Signing.TTL <= 0 {
+		opts.Signing.TTL = time.Minute
+	}
 	switch opts.Mode {
 	case ModeEnforce, ModeAudit:
 	case "":
@@ -255,7 +262,8 @@ func New(opts Options) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Client.setDefaults()
-	s := &Server{opts: opts, log: opts.Logger, upstream: upstream, costly: newCostlyGate(), warnings: newWarnLimiter(warnEvery)}
+	s := &Server{opts: opts, log: opts.Logger, upstream: upstream, costly: newCostlyGate(), warnings: newWarnLimiter(warnEvery),
+		signer: signing.Signer{TTL: opts.Signing.TTL}}
 	collected := []prometheus.Collector{opts.Rules}
 	if opts.Issuer != nil { // a nil *Issuer in an interface is not nil
 		collected = append(collected, opts.Issuer)

@@ -150,6 +150,9 @@ func (d *decision) record(rec *audit.Record) {
 	rec.PaceGroup = d.paceGroup()
 	d.policyRecord(rec)
 	d.usageRecord(rec)
+	if d.signedBy != nil {
+		rec.SignatureKeyID = d.signedBy.ID()
+	}
 	rec.DeniedDestination = d.ruling == destinationDenied
 	rec.Mode = string(d.s.opts.Mode)
 	rec.Forwarded = d.outcome.reached

@@ -125,6 +125,9 @@ type Record struct {
 	// request, robots.txt's and the response's: "content-signal
 	// ai-train=no".
 	UsageStated []string `json:"usage_stated,omitempty"`
+	// SignatureKeyID is the id (JWK thumbprint) of the key that signed
+	// the forwarded request (Web Bot Auth); absent when none did.
+	SignatureKeyID string `json:"signature_keyid,omitempty"`
 
 	Mode string `json:"mode"` // enforce or audit
 	// Forwarded says the request went to the origin: the origin answered,

@@ -21,8 +21,9 @@ type Identity struct {
 	// Keys are every key of the identity, as configured: the directory
 	// lists them all, the newest valid one signs.
 	Keys []*Key
-	// item is Agent as a structured field string, made once.
-	item string
+	// item is Agent as a structured field string, and member the
+	// Signature-Agent field naming it, made once.
+	item, member string
 }
 
 // ErrNoValidKey is wrapped by the error for an identity none of whose
@@ -45,7 +46,8 @@ func NewIdentity(name, agent string, keys []*Key) (*Identity, error) {
 		}
 		seen[k.id] = k
 	}
-	return &Identity{Name: name, Agent: agent, Keys: keys, item: `"` + agent + `"`}, nil
+	item := `"` + agent + `"`
+	return &Identity{Name: name, Agent: agent, Keys: keys, item: item, member: Label + "=" + item}, nil
 }
 
 // LoadIdentity reads the key files of an identity (see ReadKeyFile).
@@ -68,8 +70,10 @@ func where(k *Key) string {
 	return k.File
 }
 
-// CheckAgent checks a Signature-Agent URL: absolute http or https, a
-// host, no user information, query or fragment.
+// CheckAgent checks a Signature-Agent URL: an origin (the profile's
+// "directory" type: the key directory is at DirectoryPath on it), https or
+// http (which the profile does not allow, but local tests need), no path,
+// user information, query or fragment.
 func CheckAgent(agent string) error {
 	if agent == "" {
 		return errors.New("no Signature-Agent URL: sites need one to find the key directory (https://your-crawler.example, say)")
@@ -87,6 +91,8 @@ func CheckAgent(agent string) error {
 		return fmt.Errorf("Signature-Agent %q carries user information; sites would see it", agent)
 	case u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(agent, "?#"):
 		return fmt.Errorf("Signature-Agent %q: a query or fragment is not allowed", agent)
+	case u.Path != "" && u.Path != "/":
+		return fmt.Errorf("Signature-Agent %q: an origin is needed, without a path (https://your-crawler.example): sites fetch the key directory at %s on it", agent, DirectoryPath)
 	case strings.ContainsFunc(agent, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == '\\' }):
 		return fmt.Errorf("Signature-Agent %q: only printable ASCII without spaces, quotes or backslashes (percent-encode the rest)", agent)
 	}

@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"robotsgate/proxy/signing"
+)
+
+// SigningOptions say how forwarded requests are signed (Web Bot Auth): the
+// policy's users sign with their own keys, the crawler Token pins with
+// Pinned's.
+type SigningOptions struct {
+	// TTL is how long a signature is valid; 0 means a minute.
+	TTL time.Duration
+	// Pinned signs the requests judged as Token (ROBOTSGATE_TOKEN's
+	// crawler); nil signs none of them.
+	Pinned *signing.Identity
+	Token  string
+}
+
+// signingIdentity is whose keys sign d's request: its credential user's
+// (from the policy), else the pinned token's when the request is judged
+// as that token; nil when none.
+func (d *decision) signingIdentity() *signing.Identity {
+	if d.policy != nil {
+		if id := d.policy.match.Signer(); id != nil {
+			return id
+		}
+	}
+	if opts := &d.s.opts.Signing; opts.Pinned != nil && d.who.token == opts.Token {
+		return opts.Pinned
+	}
+	return nil
+}
+
+// sign signs the outgoing request when its identity has keys, reporting
+// false when it must not be sent: no key of the identity is valid, and
+// the client has been answered 503. The client's own signature fields are
+// gone by then (outgoingRequest): no bot speaks for the operator.
+func (d *decision) sign(w http.ResponseWriter, r *http.Request, out *http.Request) bool {
+	id := d.signingIdentity()
+	if id == nil {
+		return true
+	}
+	key, err := d.s.signer.Sign(out.Header, signing.Target{Method: r.Method, Authority: d.target.hostHeader,
+		Path: d.target.path, Query: d.target.query}, id, time.Now())
+	if err == nil {
+		d.signedBy = key
+		d.s.metrics.signed.WithLabelValues(id.Name).Inc()
+		return true
+	}
+	if errors.Is(err, signing.ErrNotASCII) {
+		d.outcome.status = http.StatusBadRequest
+		d.outcome.cause = "signing: " + err.Error()
+		plainPage(http.StatusBadRequest, "robotsgate did not send this request: it must be signed as "+id.Name+
+			" (Web Bot Auth), and "+err.Error()+".\n").write(w, r)
+		return false
+	}
+	d.s.metrics.signingFailures.WithLabelValues(id.Name).Inc()
+	why := err.Error()
+	d.outcome.status = http.StatusServiceUnavailable
+	d.outcome.cause = "signing: " + why
+	p := plainPage(http.StatusServiceUnavailable, "robotsgate did not send this request: it must be signed as "+id.Name+
+		" (Web Bot Auth), and "+why+".\nThe operator adds a key (robotsgate keygen FILE) or renews the key's validity.\n")
+	p.header.Set(decisionHeader, "unsigned; token="+quoteHeader(shown(d.who.token))+"; identity="+quoteHeader(id.Name)+
+		"; reason="+quoteHeader(why))
+	if next := nextValid(id, time.Now()); !next.IsZero() {
+		p.header.Set("Retry-After", strconv.Itoa(int(time.Until(next).Seconds())+1))
+	}
+	p.write(w, r)
+	return false
+}
+
+// nextValid is when the first of id's keys not yet valid becomes valid,
+// zero when none will.
+func nextValid(id *signing.Identity, now time.Time) time.Time {
+	var next time.Time
+	for _, k := range id.Keys {
+		if k.NotBefore.After(now) && (next.IsZero() || k.NotBefore.Before(next)) {
+			next = k.NotBefore
+		}
+	}
+	return next
+}
+
+// signingIdentities are every identity that signs: the pinned token's and
+// the policy's users'.
+func (s *Server) signingIdentities() []*signing.Identity {
+	var ids []*signing.Identity
+	if s.opts.Signing.Pinned != nil {
+		ids = append(ids, s.opts.Signing.Pinned)
+	}
+	if s.opts.Policy != nil {
+		if p := s.opts.Policy.Current(); p != nil {
+			ids = append(ids, p.Identities()...)
+		}
+	}
+	return ids
+}
+
+// serveKeyDirectory answers a request for the key directory: the keys of
+// every identity whose Signature-Agent names the host asked (the Host of
+// the request, as a site's verifier sends it through the operator's front
+// end, or to robotsgate itself), signed by each of them.
+func (s *Server) serveKeyDirectory(w http.ResponseWriter, r *http.Request) {
+	host := normalAuthority(r.Host)
+	ids := s.signingIdentities()
+	var keys []*signing.Key
+	var agents []string
+	for _, id := range ids {
+		if agentAuthority(id.Agent) == host {
+			keys = append(keys, id.Keys...)
+		} else if !slices.Contains(agents, id.Agent) {
+			agents = append(agents, id.Agent)
+		}
+	}
+	if keys == nil {
+		text := "robotsgate signs no requests: no signing keys are configured (ROBOTSGATE_SIGNING_KEY, or signing_keys in ROBOTSGATE_POLICY).\n"
+		if len(ids) > 0 {
+			text = "No identity of this robotsgate publishes its key directory at " + r.Host + ". The Signature-Agent URLs are: " +
+				strings.Join(agents, ", ") + "; each one's directory is served to requests with its host in Host.\n"
+		}
+		plainPage(http.StatusNotFound, text).write(w, r)
+		return
+	}
+	dir := signing.NewDirectory(keys, host, time.Now())
+	h := w.Header()
+	h.Set("Content-Type", signing.DirectoryMediaType)
+	h.Set("Cache-Control", "max-age="+strconv.Itoa(int(signing.DirectoryMaxAge.Seconds())))
+	h.Set("Content-Digest", dir.ContentDigest)
+	h.Set(signing.FieldSignatureInput, dir.SignatureInput)
+	h.Set(signing.FieldSignature, dir.Signature)
+	w.Write(dir.Body)
+}
+
+// agentAuthority is the authority of a Signature-Agent URL as
+// normalAuthority writes a Host.
+func agentAuthority(agent string) string {
+	u, err := url.Parse(agent)
+	if err != nil {
+		return ""
+	}
+	return normalAuthority(u.Host)
+}
+
+// normalAuthority is host[:port] lower-case, without a default port (80
+// or 443: behind a TLS front end the scheme is not known).
+func normalAuthority(hostport string) string {
+	hostport = strings.ToLower(hostport)
+	for _, port := range [...]string{":80", ":443"} {
+		if strings.HasSuffix(hostport, port) {
+			return hostport[:len(hostport)-len(port)]
+		}
+	}
+	return hostport
+}
