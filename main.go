@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 	"robotsgate/proxy/pace"
 	"robotsgate/proxy/pidfile"
 	"robotsgate/proxy/policy"
+	"robotsgate/proxy/signing"
 	"robotsgate/robots"
 	"robotsgate/robots/cmd/check"
 	"robotsgate/robots/fetch"
@@ -234,6 +236,10 @@ func serveWith(cfg *config.Config, log *slog.Logger, policyFile *live.File[*poli
 	if err != nil {
 		return configError{fmt.Errorf("ROBOTSGATE_CREDENTIALS_FILE: %w", err)}
 	}
+	signingOpts, err := cfg.SigningOptions()
+	if err != nil {
+		return configError{err}
+	}
 	auditLog, err := audit.Open(cfg.AuditLog, audit.Options{})
 	if err != nil {
 		return configError{fmt.Errorf("ROBOTSGATE_AUDIT_LOG: %w", err)}
@@ -247,7 +253,7 @@ func serveWith(cfg *config.Config, log *slog.Logger, policyFile *live.File[*poli
 	server, err := proxy.New(proxy.Options{
 		Mode: cfg.Mode, Rules: rules, Audit: auditLog, AuditOnError: cfg.AuditOnError, Issuer: issuer,
 		Identity: gate, Pacer: pacer, PacePolicy: cfg.PacePolicy(), PaceGroups: cfg.PaceGroups(), Destinations: destinations, Upstream: cfg.UpstreamOptions(roots), Client: cfg.ClientLimits(),
-		Policy: policySource, Usage: cfg.UsageOptions(), Files: files, Fleet: fleetState, Logger: log, Version: buildVersion(),
+		Policy: policySource, Usage: cfg.UsageOptions(), Signing: signingOpts, Files: files, Fleet: fleetState, Logger: log, Version: buildVersion(),
 	})
 	if err != nil {
 		return errors.Join(err, auditLog.Close())
@@ -283,6 +289,11 @@ func serveWith(cfg *config.Config, log *slog.Logger, policyFile *live.File[*poli
 	log.Info("robotsgate listening", "version", buildVersion(), "addr", ln.Addr().String(), "mode", cfg.Mode,
 		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "crawl_delay", cfg.CrawlDelay, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String(),
 		"upstream_proxy", upstreamProxy, "fleet", cfg.Fleet(), "policy", policyInForce)
+	if id := signingOpts.Pinned; id != nil {
+		warnSigning(cfg, []*signing.Identity{id}, log)
+		log.Info("signing the requests of "+id.Name+" (Web Bot Auth); sites find its keys at "+id.Agent+signing.DirectoryPath,
+			"keys", keyIDs(id))
+	}
 	if proxy.ListensBeyondLoopback(ln.Addr()) {
 		switch cfg.Auth {
 		case identity.ModeOff:
@@ -382,6 +393,40 @@ func warnPolicySettings(cfg *config.Config, p *policy.Policy, log *slog.Logger) 
 		log.Warn("policy: ROBOTSGATE_AUTH=optional: a bot may leave its credential out and be judged as anonymous, by its token, outside its user entries; set ROBOTSGATE_AUTH=required to hold every bot to its own",
 			"file", p.File())
 	}
+}
+
+// warnSigning says what keeps signed identities from being verified or
+// signed everywhere: a plain-http Signature-Agent, which the profile does
+// not allow, and blind tunnels, whose requests cannot be signed.
+func warnSigning(cfg *config.Config, ids []*signing.Identity, log *slog.Logger) {
+	if len(ids) == 0 {
+		return
+	}
+	if !cfg.MITM {
+		log.Warn("ROBOTSGATE_MITM=false: requests inside HTTPS tunnels cannot be signed (robotsgate does not see them); only plain HTTP requests of the signing identities are signed",
+			"identities", len(ids))
+	}
+	for _, id := range ids {
+		if strings.HasPrefix(id.Agent, "http:") {
+			log.Warn("the Signature-Agent of "+id.Name+" is plain http: sites that follow Web Bot Auth fetch key directories over https only", "signature_agent", id.Agent)
+		}
+	}
+}
+
+// keyIDs lists an identity's key ids, with their validity when bounded.
+func keyIDs(id *signing.Identity) []string {
+	ids := make([]string, 0, len(id.Keys))
+	for _, k := range id.Keys {
+		s := k.ID()
+		if !k.NotBefore.IsZero() {
+			s += " from " + k.NotBefore.UTC().Format(time.RFC3339)
+		}
+		if !k.NotAfter.IsZero() {
+			s += " until " + k.NotAfter.UTC().Format(time.RFC3339)
+		}
+		ids = append(ids, s)
+	}
+	return ids
 }
 
 // reloads are what a SIGHUP reloads: the credentials file, the policy file
