@@ -184,7 +184,8 @@ func (p *Policy) Version() string {
 }
 
 // Notes are sentences the loader should log as warnings: grants that an
-// anonymous client can claim by naming a token, entries that do nothing.
+// anonymous client can claim by naming a token, entries that do nothing,
+// signing identities without a key valid now.
 func (p *Policy) Notes() []string {
 	if p == nil {
 		return nil
