@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // benchPolicy has 1,000 site entries, a third of each host pattern form,
@@ -51,6 +53,36 @@ func BenchmarkMatch(b *testing.B) {
 				}
 				if ok, _ := m.Judge("/public/page.html", allowed); !ok {
 					b.Fatal("refused")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMatchSigner is Match and Signer on a policy with signing
+// keys: for a user with keys, one without, and an anonymous client.
+func BenchmarkMatchSigner(b *testing.B) {
+	dir := b.TempDir()
+	writeKey(b, dir, "acme.pem", time.Time{}, time.Time{})
+	writeKey(b, dir, "carol.jwk", time.Time{}, time.Time{})
+	p, err := ParseOptions(filepath.Join(dir, "p.yaml"), []byte(signers), Options{SignatureAgent: "https://crawler.example"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bench := range []struct {
+		name, user, token string
+		signs             bool
+	}{
+		{"signing user", "acme", "AcmeBot", true},
+		{"user without keys", "bob", "acme", false},
+		{"anonymous", "", "acme", false},
+	} {
+		b.Run(bench.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m := p.Match(bench.user, bench.token, "acme.example")
+				if (m.Signer() != nil) != bench.signs {
+					b.Fatal("wrong signer")
 				}
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"robotsgate/proxy/signing"
 	"robotsgate/robots"
 )
 
@@ -25,6 +26,11 @@ type crawler struct {
 	minDelayFinding *Finding
 	maxConc         int // 0: no bound
 	maxConcFinding  *Finding
+
+	// signer is the user's signing identity, nil without signing_keys.
+	signer *signing.Identity
+	// signerLine is the line of signing_keys, for notes.
+	signerLine int
 }
 
 // site is a site entry, compiled.
@@ -163,6 +169,9 @@ func (p *Policy) compile(index siteIndexBuilder) {
 				p.byUser = make(map[string][]*crawler)
 			}
 			p.byUser[c.user] = append(p.byUser[c.user], c)
+			if c.signer != nil {
+				p.identities = append(p.identities, c.signer)
+			}
 		case c.token == "*":
 			p.every = append(p.every, c)
 		default:
@@ -177,10 +186,18 @@ func (p *Policy) compile(index siteIndexBuilder) {
 }
 
 // notes lists what the loader should warn about: exceptions that an
-// anonymous client can claim by the User-Agent it sends, and site entries
-// that do nothing.
-func notes(p *Policy) []string {
+// anonymous client can claim by the User-Agent it sends, site entries
+// that do nothing, and signing identities without a key valid now.
+func notes(p *Policy, now time.Time) []string {
 	var out []string
+	for _, c := range p.crawlers {
+		if c.signer == nil {
+			continue
+		}
+		if _, err := c.signer.Current(now); err != nil {
+			out = append(out, fmt.Sprintf("%s line %d: %v; %s's requests are refused until a key is valid", p.file, c.signerLine, err, c.user))
+		}
+	}
 	for _, s := range p.sites {
 		where := fmt.Sprintf("%s line %d", p.file, s.line)
 		hosts := strings.TrimPrefix(listText("hosts", s.hosts), "hosts: ")

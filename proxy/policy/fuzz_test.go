@@ -2,12 +2,15 @@ package policy
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"robotsgate/proxy/signing"
 	"robotsgate/robots"
 )
 
@@ -21,25 +24,39 @@ func quote(s string) (string, bool) {
 	return strconv.Quote(s), true
 }
 
+// FuzzParse parses a file in a folder of its own, holding a key file
+// (key.pem) and the file's key set (acme.jwk), so that relative key
+// file names are read there.
 func FuzzParse(f *testing.F) {
 	example, err := os.ReadFile("testdata/example.yaml")
 	if err != nil {
 		f.Fatal(err)
 	}
+	dir := f.TempDir()
+	writeKey(f, dir, "key.pem", time.Time{}, time.Time{})
+	writeKey(f, dir, "acme.jwk", time.Time{}, time.Time{})
+	name := filepath.Join(dir, "p.yaml")
 	f.Add(example)
 	f.Add([]byte(judged))
 	f.Add([]byte(addsUp))
+	f.Add([]byte(signers))
 	f.Add([]byte("a: &a [x]\nb: *a\n"))
 	f.Add([]byte("crawlers:\n  - user: a\n    rules:\n      - Disallow: /a/\n"))
+	f.Add([]byte("crawlers:\n  - user: acme\n    signing_keys: [key.pem, acme.jwk]\n    signature_agent: https://bot.example\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := Parse("p.yaml", data)
+		p, err := ParseOptions(name, data, Options{SignatureAgent: "https://crawler.example"})
 		if err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
-				if !strings.HasPrefix(line, "p.yaml:") {
+				if !strings.HasPrefix(line, name+":") {
 					t.Fatalf("error line %q does not name the file", line)
 				}
 			}
 			return
+		}
+		for _, id := range p.Identities() {
+			if !strings.HasPrefix(id.Name, "user ") || len(id.Keys) == 0 || signing.CheckAgent(id.Agent) != nil {
+				t.Fatalf("identity %q, agent %q, %d keys", id.Name, id.Agent, len(id.Keys))
+			}
 		}
 		if len(p.Version()) != 12 || p.Summary() == "" {
 			t.Fatalf("version %q, summary %q", p.Version(), p.Summary())
@@ -47,6 +64,9 @@ func FuzzParse(f *testing.F) {
 		for _, host := range []string{"example.com", "www.example.com", "127.0.0.1", "::1", "acme.example"} {
 			for _, who := range [][2]string{{"", "bot"}, {"acme", "GPTBot"}, {"archiver", "*"}} {
 				m := p.Match(who[0], who[1], host)
+				if id := m.Signer(); id != nil && (who[0] == "" || id.Name != "user "+who[0]) {
+					t.Fatalf("Match(%q, %q).Signer() is %q's", who[0], who[1], id.Name)
+				}
 				m.Destination()
 				m.MinDelay()
 				m.MaxConcurrency()

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"robotsgate/proxy/signing"
 	"robotsgate/robots"
 )
 
@@ -158,6 +159,18 @@ func (m *Match) DisallowsAll() *Finding {
 			if f := s.rules.everything(); f != nil {
 				return f
 			}
+		}
+	}
+	return nil
+}
+
+// Signer is the signing identity of the authenticated user's entry (its
+// signing_keys), nil when there is none: an anonymous client, a user
+// without keys. A token's entries never give one.
+func (m *Match) Signer() *signing.Identity {
+	for _, c := range m.crawlers[0] {
+		if c.signer != nil {
+			return c.signer
 		}
 	}
 	return nil

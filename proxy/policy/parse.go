@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"robotsgate/proxy/signing"
 	"robotsgate/robots"
 )
 
@@ -31,17 +34,30 @@ const (
 // them.
 var (
 	topKeys       = []string{"crawlers", "sites"}
-	crawlerKeys   = []string{"user", "token", "purposes", "allow_sites", "deny_sites", "rules", "min_delay", "max_concurrency"}
+	crawlerKeys   = []string{"user", "token", "purposes", "allow_sites", "deny_sites", "rules", "min_delay", "max_concurrency", "signing_keys", "signature_agent"}
 	siteKeys      = []string{"hosts", "users", "tokens", "rules", "reason", "exceptions"}
 	exceptionKeys = []string{"allow", "reason"}
 )
 
-// Parse parses a policy file's bytes; name is the file's path as errors
-// and findings name it. An empty file, or one of comments only, is a
+// Options are the settings a policy file is read with.
+type Options struct {
+	// SignatureAgent is the Signature-Agent URL of a user entry with
+	// signing_keys and no signature_agent (ROBOTSGATE_SIGNATURE_AGENT).
+	SignatureAgent string
+}
+
+// Parse is ParseOptions with no Options.
+func Parse(name string, data []byte) (*Policy, error) {
+	return ParseOptions(name, data, Options{})
+}
+
+// ParseOptions parses a policy file's bytes; name is the file's path as
+// errors and findings name it, and key files (signing_keys) are read
+// relative to its folder. An empty file, or one of comments only, is a
 // valid empty policy. Every error names the file and line; up to 20 are
 // reported at once.
-func Parse(name string, data []byte) (*Policy, error) {
-	ps := &parser{file: name}
+func ParseOptions(name string, data []byte, opts Options) (*Policy, error) {
+	ps := &parser{file: name, dir: filepath.Dir(name), opts: opts}
 	p := &Policy{file: name, version: versionOf(data)}
 	if len(data) > MaxFileBytes {
 		return nil, &Error{File: name, Msg: fmt.Sprintf("%d bytes, over the limit of %d MiB for a policy file", len(data), MaxFileBytes>>20)}
@@ -68,7 +84,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 		return nil, errors.Join(ps.errs...)
 	}
 	p.compile(ps.index)
-	p.notes = notes(p)
+	p.notes = notes(p, time.Now())
 	return p, nil
 }
 
@@ -171,9 +187,14 @@ func lineOf(data []byte, n int) string {
 
 // parser walks the YAML nodes, collecting errors.
 type parser struct {
-	file  string
+	file string
+	// dir is the file's folder, against which key files are read.
+	dir   string
+	opts  Options
 	errs  []error
 	index siteIndexBuilder
+	// signers holds the line of each user's entry with signing_keys.
+	signers map[string]int
 }
 
 func (ps *parser) errorf(n *yaml.Node, format string, args ...any) {
@@ -396,9 +417,11 @@ func (ps *parser) crawler(n *yaml.Node) *crawler {
 		ps.errorf(n, "a crawler entry names a user (a credential's name) or a token (a product token, or \"*\" for every crawler)")
 		return nil
 	}
-	good := true
+	good := ps.identity(c, n, fs)
 	if f, ok := fs["purposes"]; ok {
-		c.purposes, _, good = ps.strs(f, checkPurpose)
+		var ok bool
+		c.purposes, _, ok = ps.strs(f, checkPurpose)
+		good = good && ok
 		c.purposes = dedupe(c.purposes)
 	}
 	if f, ok := fs["allow_sites"]; ok {
@@ -471,6 +494,96 @@ func (ps *parser) crawler(n *yaml.Node) *crawler {
 		return nil
 	}
 	return c
+}
+
+// identity reads a crawler entry's signing_keys and signature_agent into
+// its signing identity. Keys are for users only: a token names whatever
+// client sends it, so signing for a token would lend the crawler's
+// identity to anyone.
+func (ps *parser) identity(c *crawler, entry *yaml.Node, fs map[string]field) bool {
+	keys, hasKeys := fs["signing_keys"]
+	agent, hasAgent := fs["signature_agent"]
+	switch {
+	case !hasKeys && !hasAgent:
+		return true
+	case c.user == "":
+		for _, f := range []field{keys, agent} {
+			if f.key != nil {
+				ps.errorf(f.key, "%s on a token entry: a token can be claimed by any client's User-Agent, so signing keys are given to credential users (user:); for the crawler ROBOTSGATE_TOKEN pins, use ROBOTSGATE_SIGNING_KEY", f.key.Value)
+			}
+		}
+		return false
+	case !hasKeys:
+		ps.errorf(agent.key, "signature_agent without signing_keys: name the key files that sign %s's requests (signing_keys: [FILE, ...])", c.user)
+		return false
+	}
+	if first, dup := ps.signers[c.user]; dup {
+		ps.errorf(keys.key, "%s's signing keys are given by the entry on line %d already: one entry per user has signing_keys (list every key file there)", c.user, first)
+		return false
+	}
+	if ps.signers == nil {
+		ps.signers = make(map[string]int)
+	}
+	ps.signers[c.user] = entry.Line
+	good := true
+	agentURL := ps.opts.SignatureAgent
+	if hasAgent {
+		agentURL, good = ps.str(agent)
+		if good {
+			if err := signing.CheckAgent(agentURL); err != nil {
+				ps.errorf(agent.value, "%v", err)
+				good = false
+			}
+		}
+	}
+	files, items, ok := ps.strs(keys, checkKeyFile)
+	if ok && len(files) == 0 {
+		ps.errorf(keys.value, "signing_keys is empty: name at least one key file (make one with: robotsgate keygen FILE)")
+		ok = false
+	}
+	var all []*signing.Key
+	for i, file := range files {
+		ks, err := readKeyFile(ps.dir, file)
+		if err != nil {
+			ps.errorf(items[i], "%v", err)
+			ok = false
+			continue
+		}
+		all = append(all, ks...)
+	}
+	if !good || !ok {
+		return false
+	}
+	if !hasAgent {
+		if agentURL == "" {
+			ps.errorf(keys.key, "%s's signing keys need a Signature-Agent URL, where sites find the key directory: add signature_agent: URL, or set ROBOTSGATE_SIGNATURE_AGENT", c.user)
+			return false
+		}
+		if err := signing.CheckAgent(agentURL); err != nil {
+			ps.errorf(keys.key, "ROBOTSGATE_SIGNATURE_AGENT, %s's Signature-Agent: %v", c.user, err)
+			return false
+		}
+	}
+	id, err := signing.NewIdentity("user "+c.user, agentURL, all)
+	if err != nil {
+		ps.errorf(keys.key, "%v", err)
+		return false
+	}
+	c.signer, c.signerLine = id, keys.key.Line
+	return true
+}
+
+// readKeyFile reads a key file named in the policy, relative to dir
+// unless absolute. Only a regular file is read: opening a pipe or a
+// device could block the load, or read without end.
+func readKeyFile(dir, file string) ([]*signing.Key, error) {
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(dir, file)
+	}
+	if fi, err := os.Stat(file); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("signing key %s is not a regular file (%s)", file, fi.Mode().Type())
+	}
+	return signing.ReadKeyFile(file)
 }
 
 func (ps *parser) site(n *yaml.Node, index int) *site {
@@ -693,6 +806,18 @@ func checkUser(s string) string {
 		return "an empty user name"
 	case strings.TrimSpace(s) != s || strings.ContainsAny(s, ":\t"):
 		return fmt.Sprintf("%q is not a credential's name (no ':', no white space around it)", clip(s))
+	}
+	return ""
+}
+
+// checkKeyFile checks a key file's name: one with a control character
+// in it is a mistake, and would break the error naming it in two.
+func checkKeyFile(s string) string {
+	switch {
+	case s == "":
+		return "an empty file name: name a key file (make one with: robotsgate keygen FILE)"
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return fmt.Sprintf("the file name %q has a control character in it", clip(s))
 	}
 	return ""
 }

@@ -17,6 +17,10 @@
 // must be in each matching entry's allow_sites and in none's deny_sites,
 // every rule applies, the longest min_delay and the smallest
 // max_concurrency hold, and the purposes add up.
+//
+// A user's entry may also give the user's signing identity (signing_keys,
+// signature_agent): the keys its forwarded requests are signed with
+// ([Match.Signer]), read when the file loads.
 package policy
 
 import (
@@ -28,6 +32,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"robotsgate/proxy/signing"
 )
 
 // MaxFileBytes bounds the policy file: a larger one is refused, not read.
@@ -136,11 +142,18 @@ type Policy struct {
 	hostIndex siteIndex
 	// exceptions counts every site entry's exceptions, for Summary.
 	exceptions int
+	// identities are the users' signing identities, in file order.
+	identities []*signing.Identity
 }
 
-// Load reads and parses the policy file at path. Errors name the path and
-// line; a file over MaxFileBytes is refused.
+// Load is LoadOptions with no Options.
 func Load(path string) (*Policy, error) {
+	return LoadOptions(path, Options{})
+}
+
+// LoadOptions reads and parses the policy file at path. Errors name the
+// path and line; a file over MaxFileBytes is refused.
+func LoadOptions(path string, opts Options) (*Policy, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -150,7 +163,7 @@ func Load(path string) (*Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy: read %s: %w", path, err)
 	}
-	return Parse(path, data)
+	return ParseOptions(path, data, opts)
 }
 
 // File is the path the policy was loaded from (the name given to Parse).
@@ -171,7 +184,8 @@ func (p *Policy) Version() string {
 }
 
 // Notes are sentences the loader should log as warnings: grants that an
-// anonymous client can claim by naming a token, entries that do nothing.
+// anonymous client can claim by naming a token, entries that do nothing,
+// signing identities without a key valid now.
 func (p *Policy) Notes() []string {
 	if p == nil {
 		return nil
@@ -180,15 +194,30 @@ func (p *Policy) Notes() []string {
 }
 
 // Summary says what the policy holds, for a log or `robotsgate config`:
-// "4 crawler entries, 1 site entry, 1 exception".
+// "4 crawler entries, 1 site entry, 1 exception", and ", 2 signing
+// identities" when users have keys.
 func (p *Policy) Summary() string {
 	if p == nil {
 		return "no policy"
 	}
-	return fmt.Sprintf("%s, %s, %s",
+	s := fmt.Sprintf("%s, %s, %s",
 		plural(len(p.crawlers), "crawler entry", "crawler entries"),
 		plural(len(p.sites), "site entry", "site entries"),
 		plural(p.exceptions, "exception", "exceptions"))
+	if len(p.identities) > 0 {
+		s += ", " + plural(len(p.identities), "signing identity", "signing identities")
+	}
+	return s
+}
+
+// Identities are the signing identities of the users with signing_keys,
+// in file order: what the key directory publishes. The slice and the
+// identities are the policy's own: never modify them.
+func (p *Policy) Identities() []*signing.Identity {
+	if p == nil {
+		return nil
+	}
+	return p.identities
 }
 
 func plural(n int, one, many string) string {
