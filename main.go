@@ -123,7 +123,7 @@ func checkCommand(args []string) int {
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Parser: robots.Parser{MaxBytes: int(cfg.ParseLimit), KeepIgnored: true}, // check lists them
 		Pace:   cfg.PacePolicy(), PolicyFile: cfg.PolicyFile,
-		Purposes: cfg.Purposes, Token: cfg.Token,
+		Purposes: cfg.Purposes, Token: cfg.Token, SignatureAgent: cfg.SignatureAgent,
 	}
 	// Roots are needed only to fetch: judging against a file works without.
 	warn := func(msg string, args ...any) { fmt.Fprintf(os.Stderr, "robotsgate check: warning: %s %v\n", msg, args) }
@@ -359,7 +359,7 @@ func loadPolicy(cfg *config.Config, log *slog.Logger) (*live.File[*policy.Policy
 	return live.New(live.Options[*policy.Policy]{
 		Name: "policy", Path: cfg.PolicyFile, Logger: log,
 		Load: func(path string, data []byte) (*policy.Policy, error) {
-			p, err := policy.Parse(path, data)
+			p, err := policy.ParseOptions(path, data, cfg.PolicyOptions())
 			if err != nil {
 				return nil, err
 			}
@@ -378,6 +378,7 @@ func loadPolicy(cfg *config.Config, log *slog.Logger) (*live.File[*policy.Policy
 // applying: pace bounds when nothing is paced, user entries when a bot may
 // leave its credential out.
 func warnPolicySettings(cfg *config.Config, p *policy.Policy, log *slog.Logger) {
+	warnSigning(cfg, p.Identities(), log.With("file", p.File()))
 	if f := p.PaceBound(); f != nil && cfg.CrawlDelay == pace.ModeOff {
 		log.Warn("policy: ROBOTSGATE_CRAWL_DELAY=off paces nothing: the policy's min_delay and max_concurrency are not kept; set it to enforce, wait or audit",
 			"file", p.File(), "line", f.Line)

@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"robotsgate/proxy"
 	"robotsgate/proxy/identity"
+	"robotsgate/proxy/signing"
 	"robotsgate/proxy/pace"
 	"strings"
 	"testing"
@@ -70,6 +71,7 @@ func defaults() Config {
 		},
 		Usage:          proxy.UsageEnforce,
 		UsageResponses: proxy.ResponsesRecord,
+		SignatureTTL:   time.Minute,
 		Auth:           identity.ModeOff,
 		AuditOnError:   proxy.AuditRefuse,
 		ShutdownGrace:  10 * time.Second,
@@ -98,6 +100,27 @@ func variableErrors(t *testing.T, err error) []*VariableError {
 }
 
 // writeFile creates a file in dir and returns its path.
+// writeSigningKey writes a new Ed25519 signing key with mode perm.
+func writeSigningKey(t *testing.T, dir, name string, perm os.FileMode) string {
+	t.Helper()
+	k, err := signing.GenerateKey(nil, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := k.MarshalPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, data, perm); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, perm); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	return path
+}
+
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
@@ -390,6 +413,8 @@ func TestLoadFromInvalidValues(t *testing.T) {
 	notPEM := writeFile(t, dir, "notes.txt", "not a certificate\n")
 	keyOnly := writeFile(t, dir, "key-only.pem", keyPEM)
 	missing := filepath.Join(dir, "missing.pem")
+	signingKey := writeSigningKey(t, dir, "signing.pem", 0o600)
+	exposedKey := writeSigningKey(t, dir, "exposed.pem", 0o644)
 
 	tests := []struct {
 		name     string
@@ -443,6 +468,28 @@ func TestLoadFromInvalidValues(t *testing.T) {
 			"ROBOTSGATE_USAGE_RESPONSES", []string{"ROBOTSGATE_USAGE_RESPONSES: is withhold, but ROBOTSGATE_USAGE is off"}},
 		{"tdmrep without usage", map[string]string{"ROBOTSGATE_TDMREP": "true", "ROBOTSGATE_USAGE": "off"},
 			"ROBOTSGATE_TDMREP", []string{"ROBOTSGATE_TDMREP: is on, but ROBOTSGATE_USAGE is off"}},
+		{"signing key without a pinned token", map[string]string{"ROBOTSGATE_SIGNING_KEY": signingKey, "ROBOTSGATE_SIGNATURE_AGENT": "https://bot.example"},
+			"ROBOTSGATE_SIGNING_KEY", []string{"signs the requests of the crawler ROBOTSGATE_TOKEN names, and it is unset"}},
+		{"signing key without an agent", map[string]string{"ROBOTSGATE_TOKEN": "MyBot", "ROBOTSGATE_SIGNING_KEY": signingKey},
+			"ROBOTSGATE_SIGNING_KEY", []string{"is set, but ROBOTSGATE_SIGNATURE_AGENT is not"}},
+		{"signing key list empty", map[string]string{"ROBOTSGATE_TOKEN": "MyBot", "ROBOTSGATE_SIGNING_KEY": " , ", "ROBOTSGATE_SIGNATURE_AGENT": "https://bot.example"},
+			"ROBOTSGATE_SIGNING_KEY", []string{"names no file"}},
+		{"signing key missing", map[string]string{"ROBOTSGATE_TOKEN": "MyBot", "ROBOTSGATE_SIGNING_KEY": missing, "ROBOTSGATE_SIGNATURE_AGENT": "https://bot.example"},
+			"ROBOTSGATE_SIGNING_KEY", []string{"missing.pem: no such file"}},
+		{"signing key not a key", map[string]string{"ROBOTSGATE_TOKEN": "MyBot", "ROBOTSGATE_SIGNING_KEY": notPEM, "ROBOTSGATE_SIGNATURE_AGENT": "https://bot.example"},
+			"ROBOTSGATE_SIGNING_KEY", []string{"notes.txt: neither PEM nor a JWK"}},
+		{"signing key readable by others", map[string]string{"ROBOTSGATE_TOKEN": "MyBot", "ROBOTSGATE_SIGNING_KEY": exposedKey, "ROBOTSGATE_SIGNATURE_AGENT": "https://bot.example"},
+			"ROBOTSGATE_SIGNING_KEY", []string{"signing key readable by group or others", "chmod 600"}},
+		{"signing key an RSA CA key", map[string]string{"ROBOTSGATE_TOKEN": "MyBot", "ROBOTSGATE_SIGNING_KEY": keyFile, "ROBOTSGATE_SIGNATURE_AGENT": "https://bot.example"},
+			"ROBOTSGATE_SIGNING_KEY", []string{"Web Bot Auth signs with Ed25519"}},
+		{"signature agent with a path", map[string]string{"ROBOTSGATE_SIGNATURE_AGENT": "https://bot.example/keys.json"},
+			"ROBOTSGATE_SIGNATURE_AGENT", []string{"an origin is needed, without a path"}},
+		{"signature agent not http", map[string]string{"ROBOTSGATE_SIGNATURE_AGENT": "ftp://bot.example"},
+			"ROBOTSGATE_SIGNATURE_AGENT", []string{"an http or https URL is needed"}},
+		{"signature ttl too long", map[string]string{"ROBOTSGATE_SIGNATURE_TTL": "2h"},
+			"ROBOTSGATE_SIGNATURE_TTL", []string{`"2h" is out of range; use 10s to 1h`}},
+		{"signature ttl too short", map[string]string{"ROBOTSGATE_SIGNATURE_TTL": "1s"},
+			"ROBOTSGATE_SIGNATURE_TTL", []string{`"1s" is out of range`}},
 		{"usage mode", map[string]string{"ROBOTSGATE_USAGE": "block"},
 			"ROBOTSGATE_USAGE", []string{`ROBOTSGATE_USAGE: "block" is not valid; use "enforce", "audit" or "off"`}},
 		{"usage responses", map[string]string{"ROBOTSGATE_USAGE_RESPONSES": "drop"},

@@ -14,6 +14,7 @@ import (
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/mitm"
 	"robotsgate/proxy/pace"
+	"robotsgate/proxy/policy"
 	"robotsgate/proxy/signing"
 	"robotsgate/robots/fetch"
 )
@@ -26,6 +27,12 @@ import (
 // operator's purposes speak for the pinned token's crawler only.
 func (c *Config) UsageOptions() proxy.UsageOptions {
 	return proxy.UsageOptions{Mode: c.Usage, Responses: c.UsageResponses, Purposes: c.Purposes, Token: c.Token}
+}
+
+// PolicyOptions are what the policy file reads from the settings: the
+// default Signature-Agent of its signing_keys.
+func (c *Config) PolicyOptions() policy.Options {
+	return policy.Options{SignatureAgent: c.SignatureAgent}
 }
 
 // SigningIdentity is the signing identity of the crawler Token pins, read

@@ -279,3 +279,38 @@ func TestUpstreamIdleConnsReachTheProxy(t *testing.T) {
 		}
 	}
 }
+
+// TestSigningOptions: the pinned token's keys are read into its identity,
+// named after the token, with the agent and lifetime given; without keys
+// no identity signs.
+func TestSigningOptions(t *testing.T) {
+	dir := t.TempDir()
+	key := writeSigningKey(t, dir, "a.pem", 0o600)
+	later := writeSigningKey(t, dir, "b.pem", 0o600)
+	cfg, err := LoadFrom(map[string]string{"ROBOTSGATE_TOKEN": "MyBot", "ROBOTSGATE_SIGNING_KEY": key + ", " + later,
+		"ROBOTSGATE_SIGNATURE_AGENT": "https://bot.example", "ROBOTSGATE_SIGNATURE_TTL": "30s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := cfg.SigningOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := opts.Pinned
+	if id == nil || id.Name != "token MyBot" || id.Agent != "https://bot.example" || len(id.Keys) != 2 || opts.Token != "MyBot" || opts.TTL != 30*time.Second {
+		t.Fatalf("SigningOptions() = %+v, identity %+v", opts, id)
+	}
+	if id.Keys[0].File != key || id.Keys[1].File != later {
+		t.Errorf("keys read from %s, %s; want %s, %s", id.Keys[0].File, id.Keys[1].File, key, later)
+	}
+	if got := cfg.PolicyOptions().SignatureAgent; got != "https://bot.example" {
+		t.Errorf("PolicyOptions().SignatureAgent = %q", got)
+	}
+	none, err := LoadFrom(map[string]string{"ROBOTSGATE_SIGNATURE_AGENT": "https://bot.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts, err := none.SigningOptions(); err != nil || opts.Pinned != nil {
+		t.Errorf("without keys: SigningOptions() = %+v, %v; want no identity", opts, err)
+	}
+}

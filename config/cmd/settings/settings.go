@@ -88,7 +88,7 @@ func Run(args []string, env Env) int {
 	}
 	var pol *policyFile
 	if cfg.PolicyFile != "" {
-		p, err := policy.Load(cfg.PolicyFile)
+		p, err := policy.LoadOptions(cfg.PolicyFile, cfg.PolicyOptions())
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "robotsgate: invalid configuration:\nROBOTSGATE_POLICY: %v\n", err)
 			return ExitInvalid

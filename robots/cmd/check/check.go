@@ -55,6 +55,9 @@ type Env struct {
 	// (ROBOTSGATE_TOKEN) names: -purpose's default for that crawler.
 	Purposes []string
 	Token    string
+	// SignatureAgent is ROBOTSGATE_SIGNATURE_AGENT, the policy's default
+	// for signing_keys.
+	SignatureAgent string
 }
 
 const help = `usage: robotsgate check -user-agent UA [-robots FILE] [-policy FILE [-user NAME]] [-purpose LIST] [-json] [URL ...]
@@ -147,7 +150,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if *policyFile != "" {
 		data, err := os.ReadFile(*policyFile)
 		if err == nil {
-			c.policy, err = policy.Parse(*policyFile, data)
+			c.policy, err = policy.ParseOptions(*policyFile, data, policy.Options{SignatureAgent: env.SignatureAgent})
 		}
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "robotsgate check: -policy: %v\n", err)
