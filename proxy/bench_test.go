@@ -26,6 +26,7 @@ import (
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/pace"
 	"robotsgate/proxy/policy"
+	"robotsgate/proxy/signing"
 )
 
 // benchBody is what the benchmark origin answers: a small page.
@@ -192,6 +193,35 @@ func BenchmarkThroughput(b *testing.B) {
 	b.Run("bare-goproxy-connwrap", func(b *testing.B) {
 		runThroughput(b, startBareGoproxy(b, true), target)
 	})
+}
+
+// BenchmarkThroughputSigned is BenchmarkThroughput's robotsgate row
+// (without pacing) for a crawler that does not sign ("unsigned": no key
+// anywhere) and one whose every request is signed with the pinned
+// token's key ("signed"): their difference is what signing costs a
+// request, Ed25519 included.
+func BenchmarkThroughputSigned(b *testing.B) {
+	origin := startBenchOrigin(b)
+	target := origin.URL + "/page"
+	key, err := signing.GenerateKey(nil, time.Time{}, time.Time{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	id, err := signing.NewIdentity("token curl", "https://crawler.example", []*signing.Key{key})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name    string
+		signing SigningOptions
+	}{
+		{"unsigned", SigningOptions{}},
+		{"signed", SigningOptions{Pinned: id, Token: "curl"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			runThroughput(b, startProxy(b, proxyConfig{audit: io.Discard, signing: bc.signing}).url, target)
+		})
+	}
 }
 
 // BenchmarkThroughputPolicy is BenchmarkThroughput's robotsgate row under

@@ -172,6 +172,8 @@ type proxyConfig struct {
 	// tdmrep.json too.
 	usage  UsageOptions
 	tdmrep bool
+	// signing goes to Options.Signing.
+	signing SigningOptions
 
 	// upstreamIdle and upstreamIdlePerOrigin go to UpstreamOptions'
 	// MaxIdleConns and MaxIdleConnsPerOrigin.
@@ -251,6 +253,7 @@ func newTestServer(t testing.TB, cfg proxyConfig) *testProxy {
 		Policy:       cfg.policy,
 		Files:        cfg.files,
 		Usage:        cfg.usage,
+		Signing:      cfg.signing,
 		Logger:       slog.New(slog.NewJSONHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Version:      "test",
 	}
