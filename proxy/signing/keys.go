@@ -34,12 +34,14 @@ func NewKey(private ed25519.PrivateKey, notBefore, notAfter time.Time) (*Key, er
 	if len(private) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("an Ed25519 private key has %d bytes, not %d", ed25519.PrivateKeySize, len(private))
 	}
+	// Bounds are whole seconds (JWK "nbf" and "exp"): compared once
+	// truncated, or bounds within one second would make a key never valid.
+	notBefore, notAfter = notBefore.Truncate(time.Second), notAfter.Truncate(time.Second)
 	if !notBefore.IsZero() && !notAfter.IsZero() && !notAfter.After(notBefore) {
 		return nil, fmt.Errorf("the key's validity ends (%s) before it starts (%s)", stamp(notAfter), stamp(notBefore))
 	}
 	public := private.Public().(ed25519.PublicKey)
-	return &Key{private: private, public: public, id: Thumbprint(public),
-		NotBefore: notBefore.Truncate(time.Second), NotAfter: notAfter.Truncate(time.Second)}, nil
+	return &Key{private: private, public: public, id: Thumbprint(public), NotBefore: notBefore, NotAfter: notAfter}, nil
 }
 
 // GenerateKey makes a new key from rand (crypto/rand's Reader when nil).
@@ -133,18 +135,17 @@ const maxKeyFile = 1 << 20
 // KEY" blocks, PKCS #8), a JWK or a JWK set ({"keys": [...]}), each with
 // its private part. A file others may read is refused, as the CA key is.
 func ReadKeyFile(path string) ([]*Key, error) {
-	if runtime.GOOS != "windows" { // modes do not express Windows ACLs
-		fi, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("signing key: %w", err)
-		}
-		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-			return nil, fmt.Errorf("%w: %s has mode %04o; whoever can read it can sign as your crawler; fix it with: chmod 600 %s",
-				ErrKeyExposed, path, perm, path)
-		}
-		if fi.Size() > maxKeyFile {
-			return nil, fmt.Errorf("signing key %s: %d bytes; a key file holds at most %d", path, fi.Size(), maxKeyFile)
-		}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	// Modes do not express Windows ACLs.
+	if perm := fi.Mode().Perm(); runtime.GOOS != "windows" && perm&0o077 != 0 {
+		return nil, fmt.Errorf("%w: %s has mode %04o; whoever can read it can sign as your crawler; fix it with: chmod 600 %s",
+			ErrKeyExposed, path, perm, path)
+	}
+	if fi.Size() > maxKeyFile {
+		return nil, fmt.Errorf("signing key %s: %d bytes; a key file holds at most %d", path, fi.Size(), maxKeyFile)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -187,7 +188,7 @@ func ParseKeys(data []byte) ([]*Key, error) {
 		}
 		private, ok := parsed.(ed25519.PrivateKey)
 		if !ok {
-			return nil, fmt.Errorf("PRIVATE KEY block %d holds a %s key; Web Bot Auth signs with Ed25519 (make one with: robotsgate keygen FILE)",
+			return nil, fmt.Errorf("PRIVATE KEY block %d holds an %s key; Web Bot Auth signs with Ed25519 (make one with: robotsgate keygen FILE)",
 				len(keys)+1, keyKind(parsed))
 		}
 		k, err := NewKey(private, time.Time{}, time.Time{})
