@@ -5,6 +5,7 @@
 //	robotsgate config    print every setting, its value and where it came from
 //	robotsgate check ... judge URLs against a robots.txt (see "robotsgate check -h")
 //	robotsgate report ... sum up audit logs (see "robotsgate report -h")
+//	robotsgate keygen FILE write a new request-signing key (see "robotsgate keygen -h")
 //	robotsgate version   print the version
 package main
 
@@ -29,6 +30,7 @@ import (
 	"robotsgate/config/cmd/settings"
 	"robotsgate/proxy"
 	"robotsgate/proxy/audit"
+	"robotsgate/proxy/cmd/keygen"
 	"robotsgate/proxy/cmd/report"
 	"robotsgate/proxy/identity"
 	"robotsgate/proxy/live"
@@ -70,6 +72,8 @@ func run(args []string) int {
 		return checkCommand(args)
 	case "report":
 		return reportCommand(args)
+	case "keygen":
+		return keygen.Run(args, keygen.Env{Stdout: os.Stdout, Stderr: os.Stderr})
 	case "version", "-version", "--version":
 		fmt.Println("robotsgate", buildVersion())
 		return 0
@@ -86,6 +90,7 @@ const helpText = `usage:
   robotsgate config     print every setting's value in force and where it came from; "robotsgate config -h"
   robotsgate check ...  judge URLs against robots.txt; "robotsgate check -h" for details
   robotsgate report ... sum up audit logs: crawlers, refusals, robots.txt and hold incidents; "robotsgate report -h"
+  robotsgate keygen FILE write a new Ed25519 key for signing requests (Web Bot Auth); "robotsgate keygen -h"
   robotsgate version    print the version
 `
 

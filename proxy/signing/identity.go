@@ -91,10 +91,10 @@ func CheckAgent(agent string) error {
 		return fmt.Errorf("Signature-Agent %q carries user information; sites would see it", agent)
 	case u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(agent, "?#"):
 		return fmt.Errorf("Signature-Agent %q: a query or fragment is not allowed", agent)
-	case u.Path != "" && u.Path != "/":
-		return fmt.Errorf("Signature-Agent %q: an origin is needed, without a path (https://your-crawler.example): sites fetch the key directory at %s on it", agent, DirectoryPath)
 	case strings.ContainsFunc(agent, func(r rune) bool { return r <= ' ' || r > '~' || r == '"' || r == '\\' }):
 		return fmt.Errorf("Signature-Agent %q: only printable ASCII without spaces, quotes or backslashes (percent-encode the rest)", agent)
+	case u.Path != "" && u.Path != "/":
+		return fmt.Errorf("Signature-Agent %q: an origin is needed, without a path (https://your-crawler.example): sites fetch the key directory at %s on it", agent, DirectoryPath)
 	}
 	return nil
 }

@@ -521,8 +521,7 @@ func TestCheckAgent(t *testing.T) {
 		"https://crawler.example",
 		"https://crawler.example/",
 		"http://127.0.0.1:8080",
-		"https://[::1]:8443/bots/acme",
-		"https://crawler.example/bots/acme%20two",
+		"https://[::1]:8443",
 		"HTTPS://Crawler.Example",
 	} {
 		if err := signing.CheckAgent(good); err != nil {
@@ -551,6 +550,7 @@ func TestCheckAgent(t *testing.T) {
 		{`https://crawler.example/"x"`, `Signature-Agent "https://crawler.example/\"x\""` + ascii},
 		{`https://crawler.example/a\b`, `Signature-Agent "https://crawler.example/a\\b"` + ascii},
 		{"https://crawler.example/clé", `Signature-Agent "https://crawler.example/clé"` + ascii},
+		{"https://crawler.example/bots/acme", `Signature-Agent "https://crawler.example/bots/acme": an origin is needed, without a path (https://your-crawler.example): sites fetch the key directory at /.well-known/http-message-signatures-directory on it`},
 	} {
 		t.Run(c.agent, func(t *testing.T) {
 			err := signing.CheckAgent(c.agent)
