@@ -236,7 +236,7 @@ const (
 	DefaultMaxRecord = 16 << 10
 	// MinMaxRecord is the least MaxRecord taken: the short form of any
 	// record fits in it.
-	MinMaxRecord = 5 << 10
+	MinMaxRecord = 11 << 9 // 5.5 KiB
 )
 
 // ErrDropped is returned by Write for a record that did not fit in the
@@ -587,7 +587,7 @@ type text struct {
 }
 
 // texts are r's text fields with their bounds, in the JSON's order.
-func (r *Record) texts() [37]text {
+func (r *Record) texts() [38]text {
 	return [...]text{
 		{"client", &r.Client, tokenBound},
 		{"method", &r.Method, wordBound},
@@ -624,6 +624,7 @@ func (r *Record) texts() [37]text {
 		{"usage.value", &r.Usage.Value, wordBound},
 		{"usage.purpose", &r.Usage.Purpose, wordBound},
 		{"usage.verdict", &r.Usage.Verdict, wordBound},
+		{"signature_keyid", &r.SignatureKeyID, wordBound},
 		{"mode", &r.Mode, wordBound},
 		{"error", &r.Error, reasonBound},
 	}
@@ -650,7 +651,7 @@ func (r *Record) withinBounds() bool {
 		fits(r.Usage.Form, wordBound) && fits(r.Usage.Header, wordBound) && fits(r.Usage.Label, wordBound) &&
 		fits(r.Usage.Value, wordBound) && fits(r.Usage.Purpose, wordBound) && fits(r.Usage.Verdict, wordBound) &&
 		len(r.UsageStated) <= maxUsageStated && allFit(r.UsageStated, wordBound) &&
-		fits(r.Mode, wordBound) && fits(r.Error, reasonBound)
+		fits(r.SignatureKeyID, wordBound) && fits(r.Mode, wordBound) && fits(r.Error, reasonBound)
 }
 
 // bounded returns a copy of r with each text field cut to its bound, or

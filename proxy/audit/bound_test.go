@@ -23,7 +23,7 @@ var fieldBounds = map[string]int{
 	"client": 128, "method": 64, "url": 2048, "user_agent": 512, "token": 128,
 	"verdict": 64, "reason": 1024, "rule": 512, "group": 128, "reading": 1024,
 	"reading_steps": 256, "robots_txt": 512, "robots_outcome": 64, "credential": 128,
-	"ua_token": 128, "origin": 512, "tunnel": 512, "robots_cache": 64,
+	"ua_token": 128, "origin": 512, "tunnel": 512, "robots_cache": 64, "signature_keyid": 64,
 	"crawl_delay_source": 64, "pace": 64, "mode": 64, "error": 1024,
 	"hold_cause": 64, "hold_error": 256, "hold_origin": 512, "pace_group": 512,
 	"policy.file": 256, "policy.kind": 64, "policy.rule": 256, "policy.reason": 256, "policy_version": 64,
