@@ -282,9 +282,11 @@ func normalizeAuthority(host, scheme string) string {
 
 // sitePathQuery are the path (percent-encoded, "/" when empty) and the
 // query (without '?') of a received request: from the request line as
-// received, else from its URL.
+// received (origin-form, or absolute-form), else from its URL.
 func sitePathQuery(r *http.Request) (path, query string) {
-	if r.RequestURI != "" && !strings.Contains(r.RequestURI, "://") {
+	if u, err := url.ParseRequestURI(r.RequestURI); err == nil && u.IsAbs() {
+		path, query = u.EscapedPath(), u.RawQuery
+	} else if r.RequestURI != "" {
 		path, query, _ = strings.Cut(r.RequestURI, "?")
 	} else if r.URL != nil {
 		path, query = r.URL.EscapedPath(), r.URL.RawQuery
