@@ -92,7 +92,8 @@ func SignBase(k *Key, base []byte) []byte {
 
 // Target is what a request's signature binds it to: the method, the
 // authority (the Host the origin receives: lower-case, without the
-// scheme's default port), and the path and query exactly as sent.
+// scheme's default port), and the path and query exactly as sent (an
+// empty path is signed as "/").
 type Target struct {
 	Method, Authority, Path string
 	// Query is the query without its '?', "" when there is none.
@@ -145,7 +146,11 @@ func (s *Signer) Sign(h http.Header, t Target, id *Identity, now time.Time) (*Ke
 	base := appendLine(buf[:0], Component{requestComponents[0], t.Authority})
 	base = appendLine(base, Component{requestComponents[1], id.agentItem()})
 	base = appendLine(base, Component{requestComponents[2], t.Method})
-	base = appendLine(base, Component{requestComponents[3], t.Path})
+	path := t.Path
+	if path == "" {
+		path = "/" // what verifiers take for an empty path (RFC 9421 §2.2.6)
+	}
+	base = appendLine(base, Component{requestComponents[3], path})
 	base = append(append(append(base, requestComponents[4]...), ": ?"...), t.Query...)
 	base = append(base, "\n\"@signature-params\": "...)
 	start := len(base)
