@@ -85,8 +85,11 @@ func CheckAgent(agent string) error {
 	switch {
 	case u.Scheme != "https" && u.Scheme != "http":
 		return fmt.Errorf("Signature-Agent %q: an http or https URL is needed (https://your-crawler.example, say)", agent)
-	case u.Host == "":
+	case u.Hostname() == "":
 		return fmt.Errorf("Signature-Agent %q names no host", agent)
+	case !strings.HasPrefix(agent, u.Scheme+"://"):
+		// Sent as written: a verifier may look for "https://" as such.
+		return fmt.Errorf("Signature-Agent %q: write the scheme in lower case (%s://...)", agent, u.Scheme)
 	case u.User != nil:
 		return fmt.Errorf("Signature-Agent %q carries user information; sites would see it", agent)
 	case u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(agent, "?#"):

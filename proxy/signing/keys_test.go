@@ -522,7 +522,7 @@ func TestCheckAgent(t *testing.T) {
 		"https://crawler.example/",
 		"http://127.0.0.1:8080",
 		"https://[::1]:8443",
-		"HTTPS://Crawler.Example",
+		"https://Crawler.Example",
 	} {
 		if err := signing.CheckAgent(good); err != nil {
 			t.Errorf("CheckAgent(%q): %v", good, err)
@@ -550,6 +550,8 @@ func TestCheckAgent(t *testing.T) {
 		{`https://crawler.example/"x"`, `Signature-Agent "https://crawler.example/\"x\""` + ascii},
 		{`https://crawler.example/a\b`, `Signature-Agent "https://crawler.example/a\\b"` + ascii},
 		{"https://crawler.example/clé", `Signature-Agent "https://crawler.example/clé"` + ascii},
+		{"HTTPS://crawler.example", `Signature-Agent "HTTPS://crawler.example": write the scheme in lower case (https://...)`},
+		{"https://:443", `Signature-Agent "https://:443" names no host`},
 		{"https://crawler.example/bots/acme", `Signature-Agent "https://crawler.example/bots/acme": an origin is needed, without a path (https://your-crawler.example): sites fetch the key directory at /.well-known/http-message-signatures-directory on it`},
 	} {
 		t.Run(c.agent, func(t *testing.T) {
