@@ -207,6 +207,7 @@ type Server struct {
 	copyBuffers bufferPool
 	costly      *costlyGate
 	signer      signing.Signer
+	directories directoryCache
 	// warnings holds back repeats of the warnings a client or an origin
 	// can cause over and over (handshakes, untrusted origins).
 	warnings *warnLimiter

@@ -3,10 +3,10 @@ package proxy
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"robotsgate/proxy/signing"
@@ -109,14 +109,14 @@ func (s *Server) signingIdentities() []*signing.Identity {
 // the request, as a site's verifier sends it through the operator's front
 // end, or to robotsgate itself), signed by each of them.
 func (s *Server) serveKeyDirectory(w http.ResponseWriter, r *http.Request) {
-	host := normalAuthority(r.Host)
+	host := signing.NormalAuthority(r.Host)
 	ids := s.signingIdentities()
 	var keys []*signing.Key
 	var agents []string
 	for _, id := range ids {
-		if agentAuthority(id.Agent) == host {
+		if id.AgentHost() == host {
 			keys = append(keys, id.Keys...)
-		} else if !slices.Contains(agents, id.Agent) {
+		} else if !slices.Contains(agents, id.Agent) && len(agents) < maxAgentsNamed {
 			agents = append(agents, id.Agent)
 		}
 	}
@@ -129,7 +129,7 @@ func (s *Server) serveKeyDirectory(w http.ResponseWriter, r *http.Request) {
 		plainPage(http.StatusNotFound, text).write(w, r)
 		return
 	}
-	dir := signing.NewDirectory(keys, host, time.Now())
+	dir := s.directories.get(host, keys, time.Now())
 	h := w.Header()
 	h.Set("Content-Type", signing.DirectoryMediaType)
 	h.Set("Cache-Control", "max-age="+strconv.Itoa(int(signing.DirectoryMaxAge.Seconds())))
@@ -139,24 +139,44 @@ func (s *Server) serveKeyDirectory(w http.ResponseWriter, r *http.Request) {
 	w.Write(dir.Body)
 }
 
-// agentAuthority is the authority of a Signature-Agent URL as
-// normalAuthority writes a Host.
-func agentAuthority(agent string) string {
-	u, err := url.Parse(agent)
-	if err != nil {
-		return ""
-	}
-	return normalAuthority(u.Host)
+// maxAgentsNamed bounds the agents a 404 for the key directory names.
+const maxAgentsNamed = 16
+
+// directoryLife is how long a host's signed directory is served again
+// before it is made anew: anyone may ask for it, and each answer costs a
+// signature per key.
+const directoryLife = time.Minute
+
+// directoryCache keeps each agent host's signed key directory for
+// directoryLife, or until its keys change (a policy reload). Only hosts
+// that some identity names get an entry, so it holds as many as there
+// are agents.
+type directoryCache struct {
+	mu     sync.Mutex
+	byHost map[string]cachedDirectory
 }
 
-// normalAuthority is host[:port] lower-case, without a default port (80
-// or 443: behind a TLS front end the scheme is not known).
-func normalAuthority(hostport string) string {
-	hostport = strings.ToLower(hostport)
-	for _, port := range [...]string{":80", ":443"} {
-		if strings.HasSuffix(hostport, port) {
-			return hostport[:len(hostport)-len(port)]
+type cachedDirectory struct {
+	dir  signing.Directory
+	keys []*signing.Key
+	made time.Time
+}
+
+func (c *directoryCache) get(host string, keys []*signing.Key, now time.Time) signing.Directory {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d, ok := c.byHost[host]; ok && now.Sub(d.made) < directoryLife && slices.Equal(d.keys, keys) {
+		return d.dir
+	}
+	if c.byHost == nil {
+		c.byHost = make(map[string]cachedDirectory)
+	}
+	for h, d := range c.byHost {
+		if now.Sub(d.made) >= directoryLife {
+			delete(c.byHost, h) // an agent no longer named, say
 		}
 	}
-	return hostport
+	dir := signing.NewDirectory(keys, host, now)
+	c.byHost[host] = cachedDirectory{dir: dir, keys: keys, made: now}
+	return dir
 }

@@ -139,13 +139,24 @@ func TestKeyDirectoryEndpoint(t *testing.T) {
 	}
 }
 
-func TestNormalAuthority(t *testing.T) {
-	for in, want := range map[string]string{
-		"Example.COM": "example.com", "example.com:443": "example.com", "example.com:80": "example.com",
-		"example.com:8443": "example.com:8443", "[::1]:443": "[::1]", "127.0.0.1:8080": "127.0.0.1:8080",
-	} {
-		if got := normalAuthority(in); got != want {
-			t.Errorf("normalAuthority(%q) = %q, want %q", in, got, want)
-		}
+// TestKeyDirectoryCached: the signed directory is made once a minute per
+// host, anew at once when the keys change.
+func TestKeyDirectoryCached(t *testing.T) {
+	_, pinned, p := signingFixture(t)
+	var c directoryCache
+	now := time.Now()
+	first := c.get("mybot.example", pinned.Keys, now)
+	if again := c.get("mybot.example", pinned.Keys, now.Add(directoryLife-time.Second)); again.Signature != first.Signature {
+		t.Error("made anew within its life")
+	}
+	if later := c.get("mybot.example", pinned.Keys, now.Add(directoryLife)); later.Signature == first.Signature {
+		t.Error("served past its life")
+	}
+	other := p.Identities()[0].Keys
+	if changed := c.get("mybot.example", other, now.Add(time.Second)); !strings.Contains(changed.SignatureInput, other[0].ID()) {
+		t.Errorf("keys changed, directory not: %s", changed.SignatureInput)
+	}
+	if len(c.byHost) != 1 {
+		t.Errorf("%d hosts kept, want 1", len(c.byHost))
 	}
 }

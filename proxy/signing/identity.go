@@ -24,6 +24,8 @@ type Identity struct {
 	// item is Agent as a structured field string, and member the
 	// Signature-Agent field naming it, made once.
 	item, member string
+	// host is Agent's authority as AgentHost gives it.
+	host string
 }
 
 // ErrNoValidKey is wrapped by the error for an identity none of whose
@@ -47,7 +49,9 @@ func NewIdentity(name, agent string, keys []*Key) (*Identity, error) {
 		seen[k.id] = k
 	}
 	item := `"` + agent + `"`
-	return &Identity{Name: name, Agent: agent, Keys: keys, item: item, member: Label + "=" + item}, nil
+	u, _ := url.Parse(agent) // CheckAgent parsed it
+	return &Identity{Name: name, Agent: agent, Keys: keys, item: item, member: Label + "=" + item,
+		host: NormalAuthority(u.Host)}, nil
 }
 
 // LoadIdentity reads the key files of an identity (see ReadKeyFile).
@@ -68,6 +72,23 @@ func where(k *Key) string {
 		return "a key given"
 	}
 	return k.File
+}
+
+// AgentHost is the authority of the Signature-Agent URL, as
+// NormalAuthority writes it: the Host a request for the key directory
+// names.
+func (id *Identity) AgentHost() string { return id.host }
+
+// NormalAuthority is host[:port] in lower case, without port 80 or 443
+// (behind a TLS front end the scheme of a request is not known).
+func NormalAuthority(hostport string) string {
+	hostport = strings.ToLower(hostport)
+	for _, port := range [...]string{":80", ":443"} {
+		if strings.HasSuffix(hostport, port) {
+			return hostport[:len(hostport)-len(port)]
+		}
+	}
+	return hostport
 }
 
 // CheckAgent checks a Signature-Agent URL: an origin (the profile's

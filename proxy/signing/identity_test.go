@@ -1,0 +1,36 @@
+package signing
+
+import (
+	"testing"
+	"time"
+)
+
+func TestNormalAuthority(t *testing.T) {
+	for in, want := range map[string]string{
+		"Example.COM": "example.com", "example.com:443": "example.com", "example.com:80": "example.com",
+		"example.com:8443": "example.com:8443", "[::1]:443": "[::1]", "127.0.0.1:8080": "127.0.0.1:8080",
+	} {
+		if got := NormalAuthority(in); got != want {
+			t.Errorf("NormalAuthority(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestAgentHost: the host a directory request names for an agent.
+func TestAgentHost(t *testing.T) {
+	k, err := GenerateKey(nil, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for agent, want := range map[string]string{
+		"https://Bot.Example": "bot.example", "https://bot.example:443/": "bot.example", "http://127.0.0.1:8080": "127.0.0.1:8080",
+	} {
+		id, err := NewIdentity("token X", agent, []*Key{k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := id.AgentHost(); got != want {
+			t.Errorf("AgentHost of %s = %q, want %q", agent, got, want)
+		}
+	}
+}
