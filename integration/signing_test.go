@@ -631,6 +631,24 @@ func (o *signedOrigin) checksOf(path string) []sigCheck {
 	return found
 }
 
+// checkOf is the finding of the one request whose request-target was
+// exactly target.
+func (o *signedOrigin) checkOf(t *testing.T, target string) sigCheck {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var found []sigCheck
+	for _, c := range o.checks {
+		if c.target == target {
+			found = append(found, c)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s received %s %d times, want once: %v", o.base(), target, len(found), o.checks)
+	}
+	return found[0]
+}
+
 // only is the finding of the one request for path.
 func (o *signedOrigin) only(t *testing.T, path string) sigCheck {
 	t.Helper()
@@ -822,6 +840,133 @@ func TestSigningHTTPAndHTTPS(t *testing.T) {
 	wantKeyID(t, recs, secureURL, key.ID())
 }
 
+// TestSigningRequestTargets: what robotsgate signs is what the origin
+// receives, for request targets and authorities it forwards byte for
+// byte or in their canonical spelling: escaped and unusual paths, empty
+// and repeated queries, a URL without a path, the scheme and the address
+// spelt otherwise, and methods other than GET, plain and in a tunnel.
+func TestSigningRequestTargets(t *testing.T) {
+	t.Parallel()
+	const agent = "http://mybot-keys.test"
+	v := newSigVerifier(t)
+	plain, secure := newSignedOrigin(t, false, v), newSignedOrigin(t, true, v)
+	key := newSigningKey(t, time.Time{}, time.Time{})
+	p := startProxy(t, "ROBOTSGATE_TOKEN=MyBot", "ROBOTSGATE_SIGNATURE_AGENT="+agent,
+		"ROBOTSGATE_SIGNING_KEY="+writeSigningKey(t, t.TempDir(), "k.pem", key, 0o600), upstreamCA(t, secure.origin))
+	v.useGate(p.addr)
+
+	paths := []string{
+		"/t/a%2Fb%20c",
+		"/t/pipe|x",
+		"//t//double",
+		"/t/empty-query?",
+		"/t/q?a=1&a=2&b=%41&c",
+		"/t/semi;p=1/~x",
+		"/t/UPPER/Case",
+		"/t/euro-%E2%82%AC",
+	}
+	type request struct {
+		method, target, host, body string
+		received                   string // the request-target the origin receives
+	}
+	for _, o := range []*signedOrigin{plain, secure} {
+		_, port, _ := net.SplitHostPort(o.addr)
+		var reqs []request
+		for _, path := range paths {
+			target := path
+			if o.TLS == nil {
+				target = o.base() + path
+			}
+			reqs = append(reqs, request{http.MethodGet, target, o.addr, "", path})
+		}
+		prefix := ""
+		if o.TLS == nil {
+			prefix = o.base()
+			reqs = append(reqs,
+				request{http.MethodGet, o.base() + "?nopath=1", o.addr, "", "/?nopath=1"},
+				request{http.MethodGet, "HTTP://" + o.addr + "/t/scheme-case", o.addr, "", "/t/scheme-case"},
+				request{http.MethodGet, "http://0x7f.0.0.1:" + port + "/t/hex-host", "0x7f.0.0.1:" + port, "", "/t/hex-host"})
+		}
+		reqs = append(reqs,
+			request{http.MethodPost, prefix + "/t/post", o.addr, "a=1&b=2", "/t/post"},
+			request{http.MethodHead, prefix + "/t/head", o.addr, "", "/t/head"},
+			request{http.MethodDelete, prefix + "/t/delete?x=1", o.addr, "", "/t/delete?x=1"})
+
+		t.Run(o.URL[:strings.Index(o.URL, ":")], func(t *testing.T) {
+			for _, rq := range reqs {
+				var conn net.Conn
+				var br *bufio.Reader
+				if o.TLS == nil {
+					conn = p.dial(t)
+					br = bufio.NewReader(conn)
+				} else {
+					kc := p.interceptAs(t, o.addr, "MyBot/1.0", "")
+					conn, br = kc.conn, kc.br
+				}
+				r := rawDo(t, conn, br, rq.method, rq.target, rq.host, rq.body, "User-Agent: MyBot/1.0", "Connection: close")
+				conn.Close()
+				if r.status != http.StatusOK {
+					t.Errorf("%s %s: status %d, want 200; body %q", rq.method, rq.target, r.status, r.body)
+					continue
+				}
+				c := o.checkOf(t, rq.received)
+				if c.err != nil || c.keyid != key.ID() {
+					t.Errorf("%s %s: %v", rq.method, rq.target, c)
+				}
+			}
+
+			// Raw UTF-8 in the path: no signature base can hold it, so
+			// it is refused, not sent unsigned.
+			target := "/t/raw-\xe2\x82\xac"
+			var conn net.Conn
+			var br *bufio.Reader
+			if o.TLS == nil {
+				conn = p.dial(t)
+				br = bufio.NewReader(conn)
+				target = o.base() + target
+			} else {
+				kc := p.interceptAs(t, o.addr, "MyBot/1.0", "")
+				conn, br = kc.conn, kc.br
+			}
+			r := rawDo(t, conn, br, http.MethodGet, target, o.addr, "", "User-Agent: MyBot/1.0", "Connection: close")
+			conn.Close()
+			if r.status != http.StatusBadRequest {
+				t.Errorf("GET %q: status %d, want 400; body %q", target, r.status, r.body)
+			}
+			if n := len(o.checksOf("/t/raw-\xe2\x82\xac")); n != 0 {
+				t.Errorf("the origin received GET %q %d times, want never", target, n)
+			}
+		})
+	}
+}
+
+// TestSigningTTL: ROBOTSGATE_SIGNATURE_TTL is, as documented, the
+// signature's expires minus its created; created is at most a few
+// seconds before the request (verifiers allow no skew into their future,
+// so a little backdating is fine).
+func TestSigningTTL(t *testing.T) {
+	t.Parallel()
+	const agent = "http://mybot-keys.test"
+	v := newSigVerifier(t)
+	site := newSignedOrigin(t, false, v)
+	key := newSigningKey(t, time.Time{}, time.Time{})
+	p := startProxy(t, "ROBOTSGATE_TOKEN=MyBot", "ROBOTSGATE_SIGNATURE_AGENT="+agent, "ROBOTSGATE_SIGNATURE_TTL=30s",
+		"ROBOTSGATE_SIGNING_KEY="+writeSigningKey(t, t.TempDir(), "k.pem", key, 0o600))
+	v.useGate(p.addr)
+	sent := time.Now()
+	if r := get(t, p.client(t), site.base()+"/ttl", "MyBot/1.0"); r.status != http.StatusOK {
+		t.Fatalf("status %d", r.status)
+	}
+	done := time.Now()
+	c := site.wantVerified(t, "/ttl", key.ID(), agent)
+	if ttl := c.expires - c.created; ttl != 30 {
+		t.Errorf("expires %d - created %d = %ds, want ROBOTSGATE_SIGNATURE_TTL, 30s", c.expires, c.created, ttl)
+	}
+	if c.created < sent.Unix()-5 || c.created > done.Unix() {
+		t.Errorf("created %d, want within a few seconds before the request (sent at %d)", c.created, sent.Unix())
+	}
+}
+
 // replay sends, directly to addr, a request with method, target, Host
 // host and the header h (a signed request's, as an origin received it),
 // and returns the origin's Wba-Result.
@@ -915,26 +1060,32 @@ var forgedFields = []string{
 	`sIgNaTuRe-InPuT: sig3=("@path");keyid="forged-key-3"`,
 }
 
-// rawGet sends a GET for target (absolute-form through the proxy, or
-// origin-form in a tunnel) with Host host and the header lines, as
-// written, and reads the answer.
-func rawGet(t *testing.T, conn net.Conn, br *bufio.Reader, target, host string, lines ...string) reply {
+// rawDo sends a request with method for target (absolute-form through
+// the proxy, or origin-form in a tunnel) with Host host, the header lines
+// as written and body, and reads the answer.
+func rawDo(t *testing.T, conn net.Conn, br *bufio.Reader, method, target, host, body string, lines ...string) reply {
 	t.Helper()
 	conn.SetDeadline(time.Now().Add(requestTimeout))
-	msg := "GET " + target + " HTTP/1.1\r\nHost: " + host + "\r\n" + strings.Join(lines, "\r\n") + "\r\n\r\n"
-	if _, err := io.WriteString(conn, msg); err != nil {
-		t.Fatalf("GET %s: %v", target, err)
+	msg := method + " " + target + " HTTP/1.1\r\nHost: " + host + "\r\n"
+	for _, l := range lines {
+		msg += l + "\r\n"
 	}
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodGet})
+	if body != "" {
+		msg += "Content-Length: " + strconv.Itoa(len(body)) + "\r\n"
+	}
+	if _, err := io.WriteString(conn, msg+"\r\n"+body); err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
 	if err != nil {
-		t.Fatalf("GET %s: reading the answer: %v", target, err)
+		t.Fatalf("%s %s: reading the answer: %v", method, target, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	got, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("GET %s: reading the body: %v", target, err)
+		t.Fatalf("%s %s: reading the body: %v", method, target, err)
 	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: body}
+	return reply{status: resp.StatusCode, header: resp.Header, body: got}
 }
 
 // sendForged sends a GET for path to o with the forged fields, through
@@ -948,11 +1099,11 @@ func sendForged(t *testing.T, p *proxyProcess, o *signedOrigin, path, ua, auth s
 			lines = append(lines, "Proxy-Authorization: "+auth)
 		}
 		conn := p.dial(t)
-		return rawGet(t, conn, bufio.NewReader(conn), o.base()+path, o.addr, lines...)
+		return rawDo(t, conn, bufio.NewReader(conn), http.MethodGet, o.base()+path, o.addr, "", lines...)
 	}
 	kc := p.interceptAs(t, o.addr, ua, auth)
 	defer kc.conn.Close()
-	return rawGet(t, kc.conn, kc.br, path, o.addr, lines...)
+	return rawDo(t, kc.conn, kc.br, http.MethodGet, path, o.addr, "", lines...)
 }
 
 // wantNoForged fails if any signature field the origin received for path
@@ -1121,37 +1272,48 @@ func TestSigningKeyRotation(t *testing.T) {
 		wantDirectory(t, v, agent, oldKey.ID(), newKey.ID())
 
 		client := p.client(t)
-		var keyids []string
+		old, switched := 0, 0
+		nonces := map[string]bool{}
 		deadline := oldExpires.Add(1500 * time.Millisecond)
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for i := 0; time.Now().Before(deadline); i++ {
 			path := "/rotate/" + strconv.Itoa(i)
+			sent := time.Now()
 			r := get(t, client, site.base()+path, "MyBot/1.0")
+			done := time.Now()
 			if r.status != http.StatusOK {
 				t.Fatalf("GET %s at %v from the switch: status %d, want 200; X-Robotsgate-Decision %q",
-					path, time.Since(switchAt), r.status, r.header.Get("X-Robotsgate-Decision"))
+					path, sent.Sub(switchAt), r.status, r.header.Get("X-Robotsgate-Decision"))
 			}
 			c := site.only(t, path)
 			if c.err != nil {
-				t.Fatalf("%v, %v from the switch", c, time.Since(switchAt))
+				t.Fatalf("%v, %v from the switch", c, sent.Sub(switchAt))
 			}
-			keyids = append(keyids, c.keyid)
-			<-tick.C
-		}
-		old, switched := 0, 0
-		for i, id := range keyids {
-			switch id {
+			if nonces[c.nonce] {
+				t.Errorf("%s signed with a nonce used before", path)
+			}
+			nonces[c.nonce] = true
+			switch c.keyid {
 			case oldKey.ID():
 				old++
 				if switched > 0 {
-					t.Errorf("request %d signed by the old key after the new one signed", i)
+					t.Errorf("%s signed by the old key after the new one signed", path)
+				}
+				// The newest valid key signs: the new one from its nbf,
+				// before the old one expires.
+				if !sent.Before(switchAt) {
+					t.Errorf("%s sent %v after the new key's nbf, signed by the old key", path, sent.Sub(switchAt))
 				}
 			case newKey.ID():
 				switched++
+				if done.Before(switchAt) {
+					t.Errorf("%s answered %v before the new key's nbf, signed by it", path, switchAt.Sub(done))
+				}
 			default:
-				t.Errorf("request %d signed by %s, neither key", i, id)
+				t.Errorf("%s signed by %s, neither key", path, c.keyid)
 			}
+			<-tick.C
 		}
 		if old == 0 || switched == 0 {
 			t.Errorf("%d requests by the old key, %d by the new; want both", old, switched)
