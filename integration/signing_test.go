@@ -569,7 +569,6 @@ func directorySignature(il httpsfv.InnerList, label string, sigs *httpsfv.Dictio
 // finding in Wba-Result, and allows everything in its robots.txt.
 type signedOrigin struct {
 	*origin
-	v *sigVerifier
 
 	mu     sync.Mutex
 	checks []sigCheck // every request but /robots.txt, in order
@@ -581,7 +580,7 @@ func newSignedOrigin(t *testing.T, useTLS bool, v *sigVerifier) *signedOrigin {
 	if err != nil {
 		t.Fatalf("origin listener: %v", err)
 	}
-	o := &signedOrigin{origin: &origin{addr: ln.Addr().String(), hits: make(map[string]int)}, v: v}
+	o := &signedOrigin{origin: &origin{addr: ln.Addr().String(), hits: make(map[string]int)}}
 	scheme := "http"
 	if useTLS {
 		scheme = "https"
