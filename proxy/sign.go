@@ -148,7 +148,8 @@ const maxAgentsNamed = 16
 const directoryLife = time.Minute
 
 // directoryCache keeps each agent host's signed key directory for
-// directoryLife, or until its keys change (a policy reload). Only hosts
+// directoryLife, or until its keys change (a policy reload) or one of
+// them expires (the directory lists no expired key). Only hosts
 // that some identity names get an entry, so it holds as many as there
 // are agents.
 type directoryCache struct {
@@ -157,26 +158,32 @@ type directoryCache struct {
 }
 
 type cachedDirectory struct {
-	dir  signing.Directory
-	keys []*signing.Key
-	made time.Time
+	dir   signing.Directory
+	keys  []*signing.Key
+	until time.Time
 }
 
 func (c *directoryCache) get(host string, keys []*signing.Key, now time.Time) signing.Directory {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if d, ok := c.byHost[host]; ok && now.Sub(d.made) < directoryLife && slices.Equal(d.keys, keys) {
+	if d, ok := c.byHost[host]; ok && now.Before(d.until) && slices.Equal(d.keys, keys) {
 		return d.dir
 	}
 	if c.byHost == nil {
 		c.byHost = make(map[string]cachedDirectory)
 	}
 	for h, d := range c.byHost {
-		if now.Sub(d.made) >= directoryLife {
+		if !now.Before(d.until) {
 			delete(c.byHost, h) // an agent no longer named, say
 		}
 	}
+	until := now.Add(directoryLife)
+	for _, k := range keys {
+		if k.NotAfter.After(now) && k.NotAfter.Before(until) {
+			until = k.NotAfter
+		}
+	}
 	dir := signing.NewDirectory(keys, host, now)
-	c.byHost[host] = cachedDirectory{dir: dir, keys: keys, made: now}
+	c.byHost[host] = cachedDirectory{dir: dir, keys: keys, until: until}
 	return dir
 }

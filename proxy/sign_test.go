@@ -140,7 +140,7 @@ func TestKeyDirectoryEndpoint(t *testing.T) {
 }
 
 // TestKeyDirectoryCached: the signed directory is made once a minute per
-// host, anew at once when the keys change.
+// host, anew at once when the keys change or one of them expires.
 func TestKeyDirectoryCached(t *testing.T) {
 	_, pinned, p := signingFixture(t)
 	var c directoryCache
@@ -158,5 +158,16 @@ func TestKeyDirectoryCached(t *testing.T) {
 	}
 	if len(c.byHost) != 1 {
 		t.Errorf("%d hosts kept, want 1", len(c.byHost))
+	}
+	expiring, err := signing.GenerateKey(nil, time.Time{}, now.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []*signing.Key{expiring, other[0]}
+	if d := c.get("acme.example", keys, now); !strings.Contains(string(d.Body), expiring.ID()) {
+		t.Fatalf("the key valid for 10 s is not listed: %s", d.Body)
+	}
+	if d := c.get("acme.example", keys, now.Add(10*time.Second)); strings.Contains(string(d.Body), expiring.ID()) {
+		t.Errorf("an expired key still listed: %s", d.Body)
 	}
 }

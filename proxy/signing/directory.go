@@ -63,10 +63,11 @@ func NewDirectory(keys []*Key, authority string, now time.Time) Directory {
 	sum := sha256.Sum256(body)
 	d := Directory{Body: body, ContentDigest: "sha-256=:" + base64.StdEncoding.EncodeToString(sum[:]) + ":"}
 	var input, signature strings.Builder
+	created := now.Add(-clockAllowance).Unix()
 	for i, k := range signers {
 		base, params := Base([]Component{{directoryIDs[0], authority}, {directoryIDs[1], d.ContentDigest}}, []Param{
-			{"created", strconv.FormatInt(now.Add(-clockAllowance).Unix(), 10)},
-			{"expires", strconv.FormatInt(now.Add(DirectoryTTL).Unix(), 10)},
+			{"created", strconv.FormatInt(created, 10)},
+			{"expires", strconv.FormatInt(created+int64(DirectoryTTL/time.Second), 10)},
 			{"keyid", `"` + k.id + `"`},
 			{"alg", `"ed25519"`},
 			{"nonce", `"` + string(appendNonce(nil)) + `"`},

@@ -104,14 +104,14 @@ func TestNewDirectory(t *testing.T) {
 		if !slices.Equal(ids, []string{`"@authority";req`, `"content-digest"`}) {
 			t.Errorf("%s covers %q", label, ids)
 		}
-		for name, want := range map[string]any{"created": now.Unix() - 2, "expires": now.Add(DirectoryTTL).Unix(), "tag": TagDirectory} {
+		for name, want := range map[string]any{"created": now.Unix() - 2, "expires": now.Add(-clockAllowance + DirectoryTTL).Unix(), "tag": TagDirectory} {
 			if got, _ := il.Params.Get(name); got != want {
 				t.Errorf("%s: %s = %v, want %v", label, name, got, want)
 			}
 		}
 	}
 	// Valid until it expires.
-	if _, err := verifyDirectory(t, h, d.Body, "crawler.example", jwks, now.Add(DirectoryTTL)); err != nil {
+	if _, err := verifyDirectory(t, h, d.Body, "crawler.example", jwks, now.Add(-clockAllowance+DirectoryTTL)); err != nil {
 		t.Errorf("at expiry: %v", err)
 	}
 

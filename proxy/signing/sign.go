@@ -107,8 +107,8 @@ var ErrNotASCII = errors.New("the request target has bytes outside printable ASC
 
 // Signer signs forwarded requests as the Web Bot Auth profile asks.
 type Signer struct {
-	// TTL is how long a signature is valid: from its creation (backdated
-	// by clockAllowance) to its expiry.
+	// TTL is how long a signature is valid: its expires minus its
+	// created (which is backdated by clockAllowance).
 	TTL time.Duration
 }
 
@@ -162,9 +162,10 @@ func (s *Signer) Sign(h http.Header, t Target, id *Identity, now time.Time) (*Ke
 		base = append(base, c...)
 	}
 	// The order of draft-ietf-webbotauth-httpsig-protocol's examples.
-	base = strconv.AppendInt(append(base, ");created="...), now.Add(-clockAllowance).Unix(), 10)
+	created := now.Add(-clockAllowance).Unix()
+	base = strconv.AppendInt(append(base, ");created="...), created, 10)
 	base = append(append(append(base, `;keyid="`...), k.id...), `";alg="ed25519";expires=`...)
-	base = strconv.AppendInt(base, now.Add(s.TTL).Unix(), 10)
+	base = strconv.AppendInt(base, created+int64(s.TTL/time.Second), 10)
 	base = appendNonce(append(base, `;nonce="`...))
 	base = append(base, `";tag="`+TagRequest+`"`...)
 	sig := SignBase(k, base)

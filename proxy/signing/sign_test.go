@@ -234,7 +234,7 @@ func TestSign(t *testing.T) {
 				t.Errorf("params %q", names)
 			}
 			for name, want := range map[string]any{
-				"created": fixedNow.Unix() - 2, "expires": fixedNow.Add(tt.ttl).Unix(),
+				"created": fixedNow.Unix() - 2, "expires": fixedNow.Add(-clockAllowance + tt.ttl).Unix(), // expires - created = TTL
 				"keyid": k.ID(), "alg": "ed25519", "tag": "web-bot-auth",
 			} {
 				if got, _ := f.params.Get(name); got != want {

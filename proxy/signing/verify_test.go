@@ -397,7 +397,7 @@ func TestVerifierAcceptsSignedRequest(t *testing.T) {
 	if _, err := s.Sign(h, typicalGT, id, fixedNow); err != nil {
 		t.Fatal(err)
 	}
-	for _, at := range []time.Time{fixedNow.Add(-clockAllowance), fixedNow, fixedNow.Add(time.Minute)} {
+	for _, at := range []time.Time{fixedNow.Add(-clockAllowance), fixedNow, fixedNow.Add(-clockAllowance + time.Minute)} {
 		if err := verifyRequest(t, receivedRequest(typicalGT, h), publicJWKs(k), at); err != nil {
 			t.Errorf("at %s: %v", at, err)
 		}
@@ -423,7 +423,7 @@ func TestVerifierRefusesChanges(t *testing.T) {
 		r.Header.Set(FieldSignatureInput, strings.Replace(input, old, new, 1))
 	}
 	created := fmt.Sprint(fixedNow.Add(-clockAllowance).Unix())
-	expires := fmt.Sprint(fixedNow.Add(time.Minute).Unix())
+	expires := fmt.Sprint(fixedNow.Add(-clockAllowance + time.Minute).Unix())
 	nonce := input[strings.Index(input, `nonce="`)+len(`nonce="`):][:86]
 	otherNonce := base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{7}, 64))
 
@@ -463,7 +463,7 @@ func TestVerifierRefusesChanges(t *testing.T) {
 			r.Header.Set(FieldSignature, Label+"=:"+base64.StdEncoding.EncodeToString(sig)+":")
 		}, want: errBadSignature},
 		{name: "too early", now: fixedNow.Add(-clockAllowance - time.Second), want: errNotYetValid},
-		{name: "too late", now: fixedNow.Add(time.Minute + time.Second), want: errExpired},
+		{name: "too late", now: fixedNow.Add(-clockAllowance + time.Minute + time.Second), want: errExpired},
 		{name: "other key", jwks: publicJWKs(other), want: errUnknownKey},
 		{name: "kid lies", jwks: []JWK{{Kty: "OKP", Crv: "Ed25519", X: other.PublicJWK().X, Kid: k.ID()}}},
 	}
