@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -407,6 +408,10 @@ func warnPolicySettings(cfg *config.Config, p *policy.Policy, log *slog.Logger) 
 func warnSigning(cfg *config.Config, ids []*signing.Identity, log *slog.Logger) {
 	if len(ids) == 0 {
 		return
+	}
+	if cfg.Auth == identity.ModeOptional && cfg.Token != "" && slices.ContainsFunc(ids, func(id *signing.Identity) bool { return id.Name == "token "+cfg.Token }) {
+		log.Warn("ROBOTSGATE_AUTH=optional with ROBOTSGATE_SIGNING_KEY: a client that leaves its credential out is judged as "+cfg.Token+" and its requests are signed with that key; set ROBOTSGATE_AUTH=required to sign only what authenticated clients send",
+			"token", cfg.Token)
 	}
 	if !cfg.MITM {
 		log.Warn("ROBOTSGATE_MITM=false: requests inside HTTPS tunnels cannot be signed (robotsgate does not see them); only plain HTTP requests of the signing identities are signed",

@@ -107,7 +107,10 @@ func rewritesRequest(name string) bool {
 	case "forwarded", "x-forwarded", "x-override-url", "x-host", "x-http-host-override",
 		"x-scheme", "x-url-scheme", "front-end-https", "x-script-name",
 		"x-real-ip", "x-client-ip", "true-client-ip", "client-ip", "x-cluster-client-ip",
-		"cf-connecting-ip", "fastly-client-ip", "x-originating-ip", "x-remote-ip", "x-remote-addr":
+		"cf-connecting-ip", "fastly-client-ip", "x-originating-ip", "x-remote-ip", "x-remote-addr",
+		// A client's signature fields in any spelling a CGI, WSGI or Rack
+		// application reads as the gate's (Signature_Input...).
+		"signature", "signature-input", "signature-agent":
 		return true
 	}
 	return false

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"robotsgate/proxy/audit"
+	"robotsgate/proxy/pace"
 	"robotsgate/proxy/signing"
 )
 
@@ -45,7 +47,7 @@ func (d *decision) signingIdentity() *signing.Identity {
 // gone by then (outgoingRequest): no bot speaks for the operator.
 func (d *decision) sign(w http.ResponseWriter, r *http.Request, out *http.Request) bool {
 	id := d.signingIdentity()
-	if id == nil {
+	if id == nil || !d.enforcementWouldSend() {
 		return true
 	}
 	key, err := d.s.signer.Sign(out.Header, signing.Target{Method: r.Method, Authority: d.target.hostHeader,
@@ -55,6 +57,7 @@ func (d *decision) sign(w http.ResponseWriter, r *http.Request, out *http.Reques
 		d.s.metrics.signed.WithLabelValues(id.Name).Inc()
 		return true
 	}
+	d.admission.Undo() // nothing reached the origin: its slot is given back
 	if errors.Is(err, signing.ErrNotASCII) {
 		d.outcome.status = http.StatusBadRequest
 		d.outcome.cause = "signing: " + err.Error()
@@ -75,6 +78,15 @@ func (d *decision) sign(w http.ResponseWriter, r *http.Request, out *http.Reques
 	}
 	p.write(w, r)
 	return false
+}
+
+// enforcementWouldSend reports whether enforcement would have sent d's
+// request: robots.txt and the policy allow it, no usage preference
+// refuses it, and it comes on time. The audit modes forward the others
+// too, unsigned: a signature says the gate judged the request fit to send.
+func (d *decision) enforcementWouldSend() bool {
+	return d.verdict.Allowed && (d.usage == nil || d.usage.action != audit.UsageRecorded) &&
+		(d.admission.Outcome == pace.OnTime || d.admission.Outcome == pace.Waited)
 }
 
 // nextValid is when the first of id's keys not yet valid becomes valid,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -193,8 +192,10 @@ type parser struct {
 	opts  Options
 	errs  []error
 	index siteIndexBuilder
-	// signers holds the line of each user's entry with signing_keys.
-	signers map[string]int
+	// signers holds the line of each user's entry with signing_keys, and
+	// keyUsers the user each key id was given to.
+	signers  map[string]int
+	keyUsers map[string]string
 }
 
 func (ps *parser) errorf(n *yaml.Node, format string, args ...any) {
@@ -569,19 +570,25 @@ func (ps *parser) identity(c *crawler, entry *yaml.Node, fs map[string]field) bo
 		ps.errorf(keys.key, "%v", err)
 		return false
 	}
+	if ps.keyUsers == nil {
+		ps.keyUsers = make(map[string]string)
+	}
+	for _, k := range all {
+		if other, ok := ps.keyUsers[k.ID()]; ok && other != c.user {
+			ps.errorf(keys.key, "key %s is %s's too: each user signs with keys of its own, or sites take one's requests for the other's", k.ID(), other)
+			return false
+		}
+		ps.keyUsers[k.ID()] = c.user
+	}
 	c.signer, c.signerLine = id, keys.key.Line
 	return true
 }
 
 // readKeyFile reads a key file named in the policy, relative to dir
-// unless absolute. Only a regular file is read: opening a pipe or a
-// device could block the load, or read without end.
+// unless absolute.
 func readKeyFile(dir, file string) ([]*signing.Key, error) {
 	if !filepath.IsAbs(file) {
 		file = filepath.Join(dir, file)
-	}
-	if fi, err := os.Stat(file); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("signing key %s is not a regular file (%s)", file, fi.Mode().Type())
 	}
 	return signing.ReadKeyFile(file)
 }

@@ -28,6 +28,10 @@ type Identity struct {
 	host string
 }
 
+// MaxKeys bounds an identity's keys: each one signs every directory
+// answer, and the current one is looked for on every request.
+const MaxKeys = 16
+
 // ErrNoValidKey is wrapped by the error for an identity none of whose
 // keys may sign now.
 var ErrNoValidKey = errors.New("no valid signing key")
@@ -40,6 +44,9 @@ func NewIdentity(name, agent string, keys []*Key) (*Identity, error) {
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%s has no signing key", name)
+	}
+	if len(keys) > MaxKeys {
+		return nil, fmt.Errorf("%s has %d signing keys; at most %d (rotation needs two or three: remove the expired ones)", name, len(keys), MaxKeys)
 	}
 	seen := make(map[string]*Key, len(keys))
 	for _, k := range keys {

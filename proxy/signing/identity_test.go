@@ -1,6 +1,7 @@
 package signing
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,5 +33,25 @@ func TestAgentHost(t *testing.T) {
 		if got := id.AgentHost(); got != want {
 			t.Errorf("AgentHost of %s = %q, want %q", agent, got, want)
 		}
+	}
+}
+
+// TestIdentityKeysBounded: more than MaxKeys keys are refused, naming
+// the bound.
+func TestIdentityKeysBounded(t *testing.T) {
+	var keys []*Key
+	for range MaxKeys + 1 {
+		k, err := GenerateKey(nil, time.Time{}, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if _, err := NewIdentity("user acme", "https://acme.example", keys[:MaxKeys]); err != nil {
+		t.Errorf("%d keys: %v", MaxKeys, err)
+	}
+	_, err := NewIdentity("user acme", "https://acme.example", keys)
+	if want := "user acme has 17 signing keys; at most 16"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("%d keys: error %v, want %q", len(keys), err, want)
 	}
 }

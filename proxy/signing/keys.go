@@ -139,6 +139,10 @@ func ReadKeyFile(path string) ([]*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signing key: %w", err)
 	}
+	if !fi.Mode().IsRegular() {
+		// A pipe or device would block the start, or be read without end.
+		return nil, fmt.Errorf("signing key %s is not a regular file (%s)", path, fi.Mode().Type())
+	}
 	// Modes do not express Windows ACLs.
 	if perm := fi.Mode().Perm(); runtime.GOOS != "windows" && perm&0o077 != 0 {
 		return nil, fmt.Errorf("%w: %s has mode %04o; whoever can read it can sign as your crawler; fix it with: chmod 600 %s",
@@ -147,9 +151,21 @@ func ReadKeyFile(path string) ([]*Key, error) {
 	if fi.Size() > maxKeyFile {
 		return nil, fmt.Errorf("signing key %s: %d bytes; a key file holds at most %d", path, fi.Size(), maxKeyFile)
 	}
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	defer f.Close()
+	// The file opened must be the one checked: not swapped since.
+	if opened, err := f.Stat(); err != nil || !os.SameFile(fi, opened) {
+		return nil, fmt.Errorf("signing key %s changed while it was read", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	if len(data) > maxKeyFile {
+		return nil, fmt.Errorf("signing key %s: over %d bytes", path, maxKeyFile)
 	}
 	keys, err := ParseKeys(data)
 	if err != nil {
