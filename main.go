@@ -295,8 +295,18 @@ func serveWith(cfg *config.Config, log *slog.Logger, policyFile *live.File[*poli
 	log.Info("robotsgate listening", "version", buildVersion(), "addr", ln.Addr().String(), "mode", cfg.Mode,
 		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "crawl_delay", cfg.CrawlDelay, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String(),
 		"upstream_proxy", upstreamProxy, "fleet", cfg.Fleet(), "policy", policyInForce)
+	var signers []*signing.Identity // each said once, so the log tells what is signed
+	if policyFile != nil {
+		signers = policyFile.Current().Identities()
+	}
 	if id := signingOpts.Pinned; id != nil {
 		warnSigning(cfg, []*signing.Identity{id}, log)
+		if _, err := id.Current(time.Now()); err != nil {
+			log.Warn(err.Error() + "; its requests are refused (503), never sent unsigned, until a key is valid")
+		}
+		signers = append([]*signing.Identity{id}, signers...)
+	}
+	for _, id := range signers {
 		log.Info("signing the requests of "+id.Name+" (Web Bot Auth); sites find its keys at "+id.Agent+signing.DirectoryPath,
 			"keys", keyIDs(id))
 	}

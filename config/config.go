@@ -91,7 +91,7 @@ type Config struct {
 	// PolicyFile is the operator's policy: per crawler scope, purposes,
 	// rules and pace bounds, per site rules and exceptions; reloaded on
 	// SIGHUP and when it changes.
-	PolicyFile string `env:"POLICY" desc:"YAML file of the operator's policy: per crawler the sites it may visit, its purposes, extra rules, min_delay and max_concurrency; per site extra rules and exceptions with a reason (proxy/policy/README.md); re-read on SIGHUP and when it changes; unset, robots.txt alone decides"`
+	PolicyFile string `env:"POLICY" desc:"YAML file of the operator's policy: per crawler the sites it may visit, its purposes, extra rules, min_delay and max_concurrency, and per credential user its signing_keys; per site extra rules and exceptions with a reason (proxy/policy/README.md); re-read on SIGHUP and when it changes; unset, robots.txt alone decides"`
 
 	// Usage says what sites' AI usage preferences (Content-Usage,
 	// Content-Signal, TDMRep, X-Robots-Tag: noai) do to a crawler whose
@@ -118,7 +118,7 @@ type Config struct {
 	SignatureAgent string `env:"SIGNATURE_AGENT" desc:"URL of the key directory signed requests name in Signature-Agent (https://your-crawler.example, served by robotsgate at /.well-known/http-message-signatures-directory for that host); the default for the policy's signing_keys too"`
 
 	// SignatureTTL is how long a request's signature stays valid.
-	SignatureTTL time.Duration `env:"SIGNATURE_TTL" envDefault:"1m" desc:"How long a request's signature is valid (its expires minus its created), from 10s to 1h: short, so that a signature seen cannot be replayed for long"`
+	SignatureTTL time.Duration `env:"SIGNATURE_TTL" envDefault:"1m" desc:"How long a request's signature is valid (its expires minus its created, which is backdated 2s for clocks a little behind), from 10s to 1h: short, so that a signature seen cannot be replayed for long"`
 
 	// WatchInterval is how often the policy and credentials files are
 	// looked at (one stat each) for a change to reload; 0 reloads them on

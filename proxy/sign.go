@@ -69,8 +69,9 @@ func (d *decision) sign(w http.ResponseWriter, r *http.Request, out *http.Reques
 	why := err.Error()
 	d.outcome.status = http.StatusServiceUnavailable
 	d.outcome.cause = "signing: " + why
-	p := plainPage(http.StatusServiceUnavailable, "robotsgate did not send this request: it must be signed as "+id.Name+
-		" (Web Bot Auth), and "+why+".\nThe operator adds a key (robotsgate keygen FILE) or renews the key's validity.\n")
+	p := plainPage(http.StatusServiceUnavailable, "robotsgate did not send this request: the requests of "+id.Name+
+		" are signed (Web Bot Auth), and none of its keys is valid now: "+keysWhy(why)+".\n"+
+		"Retry when a key becomes valid (Retry-After, when one will), or ask the operator for a valid key (robotsgate keygen FILE).\n")
 	p.header.Set(decisionHeader, "unsigned; token="+quoteHeader(shown(d.who.token))+"; identity="+quoteHeader(id.Name)+
 		"; reason="+quoteHeader(why))
 	if next := nextValid(id, time.Now()); !next.IsZero() {
@@ -87,6 +88,15 @@ func (d *decision) sign(w http.ResponseWriter, r *http.Request, out *http.Reques
 func (d *decision) enforcementWouldSend() bool {
 	return d.verdict.Allowed && (d.usage == nil || d.usage.action != audit.UsageRecorded) &&
 		(d.admission.Outcome == pace.OnTime || d.admission.Outcome == pace.Waited)
+}
+
+// keysWhy is what an ErrNoValidKey error says of each key ("KEYID is
+// valid from T"), after the identity it names.
+func keysWhy(why string) string {
+	if _, keys, ok := strings.Cut(why, ": "); ok {
+		return keys
+	}
+	return why
 }
 
 // nextValid is when the first of id's keys not yet valid becomes valid,

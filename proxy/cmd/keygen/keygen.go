@@ -163,7 +163,7 @@ func Run(args []string, env Env) int {
 	}
 	line, _ := json.Marshal(public) // strings and numbers: cannot fail
 	fmt.Fprintf(env.Stdout, "%s: new Ed25519 key, keyid %s%s\n%s\n", file, key.ID(), validity(key), line)
-	fmt.Fprintf(env.Stdout, "sign as the pinned token: ROBOTSGATE_SIGNING_KEY=%s ROBOTSGATE_SIGNATURE_AGENT=%s\n", shellWord(file), agentExample)
+	fmt.Fprintf(env.Stdout, "sign as the pinned token: ROBOTSGATE_TOKEN=YourBot ROBOTSGATE_SIGNING_KEY=%s ROBOTSGATE_SIGNATURE_AGENT=%s\n", shellWord(file), agentExample)
 	fmt.Fprintf(env.Stdout, "or as a credential user: in the policy, under its user entry, signing_keys: [%s]\n", yamlScalar(file))
 	return ExitOK
 }

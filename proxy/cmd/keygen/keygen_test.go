@@ -204,7 +204,7 @@ func TestWrites(t *testing.T) {
 			}
 			want := c.file + ": new Ed25519 key, keyid " + k.ID() + c.validTo + "\n" +
 				publicLine(k) + "\n" +
-				"sign as the pinned token: ROBOTSGATE_SIGNING_KEY=" + c.file + " ROBOTSGATE_SIGNATURE_AGENT=https://your-crawler.example\n" +
+				"sign as the pinned token: ROBOTSGATE_TOKEN=YourBot ROBOTSGATE_SIGNING_KEY=" + c.file + " ROBOTSGATE_SIGNATURE_AGENT=https://your-crawler.example\n" +
 				"or as a credential user: in the policy, under its user entry, signing_keys: [" + c.file + "]\n"
 			if stdout != want {
 				t.Errorf("stdout:\n%s\nwant:\n%s", stdout, want)
@@ -248,7 +248,7 @@ func TestQuotedNames(t *testing.T) {
 			if want := c.file + ": new Ed25519 key, keyid " + k.ID(); lines[0] != want {
 				t.Errorf("first line %q, want %q", lines[0], want)
 			}
-			if want := "sign as the pinned token: ROBOTSGATE_SIGNING_KEY=" + c.shell + " ROBOTSGATE_SIGNATURE_AGENT=https://your-crawler.example"; lines[2] != want {
+			if want := "sign as the pinned token: ROBOTSGATE_TOKEN=YourBot ROBOTSGATE_SIGNING_KEY=" + c.shell + " ROBOTSGATE_SIGNATURE_AGENT=https://your-crawler.example"; lines[2] != want {
 				t.Errorf("%q, want %q", lines[2], want)
 			}
 			if want := "or as a credential user: in the policy, under its user entry, signing_keys: [" + c.yaml + "]"; lines[3] != want {
