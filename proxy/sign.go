@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -77,6 +78,13 @@ func (d *decision) sign(w http.ResponseWriter, r *http.Request, out *http.Reques
 	if next := nextValid(id, time.Now()); !next.IsZero() {
 		p.header.Set("Retry-After", strconv.Itoa(int(time.Until(next).Seconds())+1))
 	}
+	if wantsJSON(r.Header.Get("Accept")) {
+		body := unsignedJSON{forbiddenJSON: forbiddenJSON{Status: p.status, Decision: d.robotsDecision()}, Identity: id.Name, Error: d.outcome.cause}
+		body.UserAgent, body.Token = shown(body.UserAgent), shown(body.Token)
+		p.body, _ = json.MarshalIndent(body, "", "  ") // plain strings and ints: cannot fail
+		p.body = append(p.body, '\n')
+		p.header.Set("Content-Type", "application/json")
+	}
 	p.write(w, r)
 	return false
 }
@@ -88,6 +96,15 @@ func (d *decision) sign(w http.ResponseWriter, r *http.Request, out *http.Reques
 func (d *decision) enforcementWouldSend() bool {
 	return d.verdict.Allowed && (d.usage == nil || d.usage.action != audit.UsageRecorded) &&
 		(d.admission.Outcome == pace.OnTime || d.admission.Outcome == pace.Waited)
+}
+
+// unsignedJSON is the 503 body, for clients that accept only JSON, of a
+// request not sent for want of a valid key: the decision, the identity
+// and why, in the audit record's words.
+type unsignedJSON struct {
+	forbiddenJSON
+	Identity string `json:"identity"`
+	Error    string `json:"error"`
 }
 
 // keysWhy is what an ErrNoValidKey error says of each key ("KEYID is

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -146,5 +147,32 @@ func TestSigningFailureGivesPaceSlotBack(t *testing.T) {
 	}
 	if o.saw("/a") || o.saw("/b") {
 		t.Error("an unsigned request reached the origin")
+	}
+}
+
+// TestUnsignedAnswerJSON: a client that accepts only JSON gets the 503 of
+// a request not sent for want of a valid key in JSON, naming the identity
+// and why, with Retry-After for the key valid later.
+func TestUnsignedAnswerJSON(t *testing.T) {
+	o := startOrigin(t, originConfig{robots: testRobots})
+	p := startProxy(t, proxyConfig{signing: SigningOptions{Pinned: signingTestIdentity(t, time.Now().Add(time.Hour)), Token: "MyBot"}})
+	resp, body := do(t, p.client(), "GET", o.URL+"/a", http.Header{"User-Agent": {"MyBot/1.0"}, "Accept": {"application/json"}})
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("%d %q, Retry-After %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After"), body)
+	}
+	var got struct {
+		Status   int    `json:"status"`
+		Token    string `json:"token"`
+		Identity string `json:"identity"`
+		Error    string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if got.Status != 503 || got.Token != "MyBot" || got.Identity != "token MyBot" || !strings.Contains(got.Error, "no valid signing key for token MyBot") {
+		t.Errorf("JSON %+v", got)
+	}
+	if o.saw("/a") {
+		t.Error("the request reached the origin unsigned")
 	}
 }
