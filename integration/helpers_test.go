@@ -305,6 +305,13 @@ type arrival struct {
 
 func newOrigin(t testing.TB, useTLS bool, pages map[string]http.HandlerFunc) *origin {
 	t.Helper()
+	return newOriginElse(t, useTLS, pages, nil)
+}
+
+// newOriginElse is newOrigin whose other paths are served by other (nil:
+// the page naming the path and the origin).
+func newOriginElse(t testing.TB, useTLS bool, pages map[string]http.HandlerFunc, other http.HandlerFunc) *origin {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("origin listener: %v", err)
@@ -319,6 +326,10 @@ func newOrigin(t testing.TB, useTLS bool, pages map[string]http.HandlerFunc) *or
 		o.mu.Unlock()
 		if page, ok := pages[r.URL.Path]; ok {
 			page(w, r)
+			return
+		}
+		if other != nil {
+			other(w, r)
 			return
 		}
 		fmt.Fprintf(w, "page %s from %s\n", r.URL.Path, o.addr)

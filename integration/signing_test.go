@@ -13,7 +13,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -576,44 +575,24 @@ type signedOrigin struct {
 
 func newSignedOrigin(t *testing.T, useTLS bool, v *sigVerifier) *signedOrigin {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("origin listener: %v", err)
-	}
-	o := &signedOrigin{origin: &origin{addr: ln.Addr().String(), hits: make(map[string]int)}}
 	scheme := "http"
 	if useTLS {
 		scheme = "https"
 	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		o.origin.mu.Lock()
-		o.hits[r.URL.Path]++
-		o.headers = append(o.headers, r.Header.Clone())
-		o.origin.mu.Unlock()
-		if r.URL.Path == "/robots.txt" {
-			io.WriteString(w, "User-agent: *\nAllow: /\n")
-			return
-		}
-		c := v.verify(r.Context(), r, scheme)
-		o.mu.Lock()
-		o.checks = append(o.checks, c)
-		o.mu.Unlock()
-		if c.err != nil {
-			w.Header().Set("Wba-Result", "rejected")
-		} else {
-			w.Header().Set("Wba-Result", "verified "+c.keyid)
-		}
-		fmt.Fprintf(w, "page %s from %s\n", r.URL.Path, o.addr)
-	}))
-	srv.Listener.Close()
-	srv.Listener = ln
-	if useTLS {
-		srv.StartTLS()
-	} else {
-		srv.Start()
-	}
-	o.Server = srv
-	t.Cleanup(srv.Close)
+	o := &signedOrigin{}
+	o.origin = newOriginElse(t, useTLS, map[string]http.HandlerFunc{"/robots.txt": robotsTxt("User-agent: *\nAllow: /\n")},
+		func(w http.ResponseWriter, r *http.Request) {
+			c := v.verify(r.Context(), r, scheme)
+			o.mu.Lock()
+			o.checks = append(o.checks, c)
+			o.mu.Unlock()
+			if c.err != nil {
+				w.Header().Set("Wba-Result", "rejected")
+			} else {
+				w.Header().Set("Wba-Result", "verified "+c.keyid)
+			}
+			fmt.Fprintf(w, "page %s from %s\n", r.URL.Path, o.addr)
+		})
 	return o
 }
 
