@@ -40,6 +40,34 @@ func runBinary(t *testing.T, stdin string, env []string, args ...string) (code i
 	return code, out.String(), errOut.String()
 }
 
+// refusedStart runs robotsgate serve with env, on a free port and with
+// files of its own, and checks that it refused to start: exit status 2,
+// nothing on standard output, standard error matching each of want
+// (regular expressions). It returns standard error.
+func refusedStart(t *testing.T, env []string, want ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	env = append([]string{
+		"ROBOTSGATE_LISTEN=127.0.0.1:0",
+		"ROBOTSGATE_CA_DIR=" + filepath.Join(dir, "ca"),
+		"ROBOTSGATE_AUDIT_LOG=" + filepath.Join(dir, "audit.log"),
+		"ROBOTSGATE_SHUTDOWN_GRACE=0s",
+	}, env...)
+	code, stdout, stderr := runBinary(t, "", env, "serve")
+	if code != 2 {
+		t.Errorf("exit %d, want 2\nstderr:\n%s", code, stderr)
+	}
+	for _, w := range want {
+		if !regexp.MustCompile(w).MatchString(stderr) {
+			t.Errorf("stderr does not match %q:\n%s", w, stderr)
+		}
+	}
+	if strings.Contains(stderr, "robotsgate listening") || stdout != "" {
+		t.Errorf("robotsgate started or wrote to stdout (%q):\n%s", stdout, stderr)
+	}
+	return stderr
+}
+
 // TestInvalidConfiguration: a bad setting, a misspelt variable or a stray
 // argument stops robotsgate before it listens, with exit status 2 and a
 // message naming the problem.

@@ -538,28 +538,11 @@ func TestIdentityConfigurationErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			env := []string{
-				"ROBOTSGATE_LISTEN=127.0.0.1:0",
-				"ROBOTSGATE_CA_DIR=" + filepath.Join(dir, "ca"),
-				"ROBOTSGATE_AUDIT_LOG=" + filepath.Join(dir, "audit.log"),
-				"ROBOTSGATE_SHUTDOWN_GRACE=0s",
-			}
+			var env []string
 			if c.creds != nil {
 				env = append(env, fileVar+"="+credentialsFile(t, c.creds...))
 			}
-			code, stdout, stderr := runBinary(t, "", append(env, c.env...), "serve")
-			if code != 2 {
-				t.Errorf("exit %d, want 2\nstderr:\n%s", code, stderr)
-			}
-			for _, want := range c.want {
-				if !regexp.MustCompile(want).MatchString(stderr) {
-					t.Errorf("stderr does not match %q:\n%s", want, stderr)
-				}
-			}
-			if strings.Contains(stderr, "robotsgate listening") || stdout != "" {
-				t.Errorf("robotsgate started or wrote to stdout (%q):\n%s", stdout, stderr)
-			}
+			stderr := refusedStart(t, append(env, c.env...), c.want...)
 			// The variables are known: the error is about their values.
 			if strings.Contains(stderr, "unknown variable") {
 				t.Errorf("robotsgate does not know a variable:\n%s", stderr)

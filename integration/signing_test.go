@@ -1504,24 +1504,7 @@ func TestSigningStartErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			sub := t.TempDir()
-			env := append([]string{
-				"ROBOTSGATE_LISTEN=127.0.0.1:0",
-				"ROBOTSGATE_CA_DIR=" + filepath.Join(sub, "ca"),
-				"ROBOTSGATE_AUDIT_LOG=" + filepath.Join(sub, "audit.log"),
-			}, c.env...)
-			code, stdout, stderr := runBinary(t, "", env, "serve")
-			if code != 2 {
-				t.Errorf("exit %d, want 2\nstderr:\n%s", code, stderr)
-			}
-			for _, want := range c.want {
-				if !regexp.MustCompile(want).MatchString(stderr) {
-					t.Errorf("stderr does not match %q:\n%s", want, stderr)
-				}
-			}
-			if strings.Contains(stderr, "robotsgate listening") || stdout != "" {
-				t.Errorf("robotsgate started or wrote to stdout (%q):\n%s", stdout, stderr)
-			}
+			stderr := refusedStart(t, c.env, c.want...)
 			if strings.Contains(stderr, seed) {
 				t.Errorf("stderr shows the private key:\n%s", stderr)
 			}

@@ -19,7 +19,6 @@ import (
 	"robotsgate/proxy/egress"
 	"robotsgate/proxy/netcause"
 	"robotsgate/proxy/pace"
-	"robotsgate/proxy/signing"
 )
 
 // via is how robotsgate names itself in Via (RFC 9110 §7.6.3), by the
@@ -63,9 +62,11 @@ func removeHopByHop(h http.Header) {
 // X-HTTP-Method-Override family (Express's method-override, OData, Google
 // APIs), Forwarded and every X-Forwarded-* (Spring's X-Forwarded-Prefix,
 // Traefik's X-Forwarded-Uri, Werkzeug's ProxyFix...), the client-address
-// fields (X-Real-IP, True-Client-IP, ...) and any Proxy-* field, which is
-// addressed to a proxy, never to an origin. Names are compared as CGI and
-// PHP read them: case and '-' or '_' alike.
+// fields (X-Real-IP, True-Client-IP, ...), any Proxy-* field, which is
+// addressed to a proxy, never to an origin, and the client's own Web Bot
+// Auth fields (Signature, Signature-Input, Signature-Agent): only the gate
+// signs what it sends. Names are compared as CGI and PHP read them: case
+// and '-' or '_' alike.
 func removeRewriting(h http.Header) {
 	for name := range h {
 		if rewritesRequest(name) {
@@ -241,8 +242,7 @@ func (d *decision) outgoingRequest(r *http.Request, upgrade string, relay *relay
 	h := r.Header
 	wantsTrailers := httpguts.HeaderValuesContainsToken(h["Te"], "trailers")
 	removeHopByHop(h)
-	removeRewriting(h)
-	signing.RemoveSignatureFields(h)
+	removeRewriting(h) // a client's Signature fields with them: no bot speaks for the operator
 	if wantsTrailers {
 		h["Te"] = []string{"trailers"} // robotsgate relays them
 	}

@@ -45,7 +45,7 @@ func (d *decision) signingIdentity() *signing.Identity {
 // sign signs the outgoing request when its identity has keys, reporting
 // false when it must not be sent: no key of the identity is valid, and
 // the client has been answered 503. The client's own signature fields are
-// gone by then (outgoingRequest): no bot speaks for the operator.
+// gone by then (removeRewriting): no bot speaks for the operator.
 func (d *decision) sign(w http.ResponseWriter, r *http.Request, out *http.Request) bool {
 	id := d.signingIdentity()
 	if id == nil || !d.enforcementWouldSend() {
