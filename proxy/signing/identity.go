@@ -9,7 +9,8 @@ import (
 )
 
 // Identity is one crawler's signing identity: who it is, where sites
-// fetch its key directory (Signature-Agent), and its keys.
+// fetch its key directory (Signature-Agent), and its keys. NewIdentity
+// makes one.
 type Identity struct {
 	// Name says whose keys these are, in messages and records: "user
 	// acme" (a credential's, from the policy) or "token GPTBot" (the
@@ -21,8 +22,9 @@ type Identity struct {
 	// Keys are every key of the identity, as configured: the directory
 	// lists them all, the newest valid one signs.
 	Keys []*Key
-	// item is Agent as a structured field string, and member the
-	// Signature-Agent field naming it, made once.
+	// item is Agent as a structured field string (CheckAgent keeps out
+	// what would need escaping), and member the Signature-Agent field
+	// naming it, made once.
 	item, member string
 	// host is Agent's authority as AgentHost gives it.
 	host string

@@ -144,7 +144,7 @@ func (s *Signer) Sign(h http.Header, t Target, id *Identity, now time.Time) (*Ke
 	}
 	var buf [1024]byte
 	base := appendLine(buf[:0], Component{requestComponents[0], t.Authority})
-	base = appendLine(base, Component{requestComponents[1], id.agentItem()})
+	base = appendLine(base, Component{requestComponents[1], id.item})
 	base = appendLine(base, Component{requestComponents[2], t.Method})
 	path := t.Path
 	if path == "" {
@@ -169,7 +169,7 @@ func (s *Signer) Sign(h http.Header, t Target, id *Identity, now time.Time) (*Ke
 	base = appendNonce(append(base, `;nonce="`...))
 	base = append(base, `";tag="`+TagRequest+`"`...)
 	sig := SignBase(k, base)
-	h[FieldSignatureAgent] = []string{id.agentMember()}
+	h[FieldSignatureAgent] = []string{id.member}
 	h[FieldSignatureInput] = []string{Label + "=" + string(base[start:])}
 	h[FieldSignature] = []string{Label + "=:" + base64.StdEncoding.EncodeToString(sig) + ":"}
 	return k, nil
@@ -191,21 +191,4 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-// agentItem is the Signature-Agent URL as a structured field string
-// (CheckAgent keeps out what would need escaping).
-func (id *Identity) agentItem() string {
-	if id.item == "" {
-		return `"` + id.Agent + `"`
-	}
-	return id.item
-}
-
-// agentMember is the Signature-Agent field naming id's key directory.
-func (id *Identity) agentMember() string {
-	if id.member == "" {
-		return Label + "=" + id.agentItem()
-	}
-	return id.member
 }
