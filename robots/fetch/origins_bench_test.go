@@ -1,0 +1,279 @@
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"robotsgate/cache"
+)
+
+// originsHeapProfile, when set, is where BenchmarkBytesPerOrigin writes
+// the heap profile of each run once its origins are loaded, as
+// heap-<sub-benchmark>-<origins>.pprof. Run with -test.memprofilerate=4096
+// for a profile that sees the small allocations of 1,000 origins too.
+var originsHeapProfile = flag.String("origins.heapprofile", "", "directory for BenchmarkBytesPerOrigin's heap profiles (heap-<sub>-<N>.pprof)")
+
+// Bounds of BenchmarkBytesPerOrigin.
+const (
+	// originsMin is the fewest origins a run loads: the calibration runs
+	// of the default -benchtime (b.N of 1, 100, …) would say little.
+	originsMin = 1000
+	// originsBudget holds every origin of the corpus at 100,000 origins.
+	originsBudget = 8 << 30
+	// originsWorkers load origins at once, a few per core.
+	originsWorkers = 8
+	// originsIssueBytes and originsIssueRules are the file issue 29 measured with.
+	originsIssueBytes, originsIssueRules = 2200, 82
+)
+
+// originsFile is one robots.txt of the corpus.
+type originsFile struct {
+	name  string
+	body  []byte
+	rules int // Allow and Disallow lines, counted as text
+}
+
+// originsRuleLine matches an Allow or Disallow line, as most parsers read one.
+var originsRuleLine = regexp.MustCompile(`(?im)^[ \t]*(dis)?allow[ \t]*:`)
+
+// originsCorpus returns the corpus files in the order of their names.
+func originsCorpus(tb testing.TB) []originsFile {
+	tb.Helper()
+	paths, err := filepath.Glob(filepath.Join("..", "testdata", "corpus", "*.txt"))
+	if err != nil || len(paths) == 0 {
+		tb.Fatalf("no corpus files in ../testdata/corpus: %v", err)
+	}
+	files := make([]originsFile, 0, len(paths))
+	for _, p := range paths {
+		body, err := os.ReadFile(p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		files = append(files, originsFile{name: filepath.Base(p), body: body, rules: len(originsRuleLine.FindAll(body, -1))})
+	}
+	return files
+}
+
+// originsMedian is the corpus file of median size: the lower middle one of
+// an even count, sizes sorted, ties by name.
+func originsMedian(files []originsFile) originsFile {
+	bySize := slices.Clone(files)
+	slices.SortStableFunc(bySize, func(a, b originsFile) int { return len(a.body) - len(b.body) })
+	return bySize[(len(bySize)-1)/2]
+}
+
+// originsLikeIssue is the corpus file nearest the issue's 2.2 KB of 82
+// rules: the least sum of relative distances in size and in rules.
+func originsLikeIssue(files []originsFile) originsFile {
+	distance := func(f originsFile) float64 {
+		d := func(v, want int) float64 { return math.Abs(float64(v-want)) / float64(want) }
+		return d(len(f.body), originsIssueBytes) + d(f.rules, originsIssueRules)
+	}
+	return slices.MinFunc(files, func(a, b originsFile) int {
+		switch da, db := distance(a), distance(b); {
+		case da < db:
+			return -1
+		case da > db:
+			return 1
+		}
+		return 0
+	})
+}
+
+// originsURL is the i-th origin: "http://127.A.B.C", counted from
+// 127.0.0.1, never resolved (see BenchmarkBytesPerOrigin).
+func originsURL(i int) string {
+	n := i + 1
+	return "http://127." + strconv.Itoa(n>>16&0xff) + "." + strconv.Itoa(n>>8&0xff) + "." + strconv.Itoa(n&0xff)
+}
+
+// originsIndex is originsURL's inverse for a host, -1 for any other.
+func originsIndex(host string) int {
+	a, err := netip.ParseAddr(host)
+	if err != nil || !a.Is4() {
+		return -1
+	}
+	b := a.As4()
+	return int(b[1])<<16 | int(b[2])<<8 | int(b[3]) - 1
+}
+
+// BenchmarkBytesPerOrigin measures what one cached origin keeps: a real
+// Fetcher and a real cache.Cache whose budget holds them all load b.N
+// distinct origins (at least originsMin; use -benchtime 20000x), then,
+// after two GCs, it reports per origin the live heap grown
+// (heap-B/origin), the heap objects (objects/origin), what the cache
+// charged (charged-B/origin), the resident memory grown before the GCs
+// (rss-B/origin, Linux), and the robots.txt size (file-B, at most the
+// parse limit) and heap-B/origin ÷ file-B (heap/file). The origins are
+// names no one resolves, "http://127.A.B.C", all reached through
+// Options.UpstreamProxy: one local server answering every request, so
+// that no origin costs a listener or a file descriptor.
+//
+// median serves the corpus file of median size to every origin;
+// 2.2KB-82rules the one nearest the issue's file (stackoverflow.com.txt,
+// 2,143 bytes of 77 rules); corpus every file in turn, reporting means.
+func BenchmarkBytesPerOrigin(b *testing.B) {
+	files := originsCorpus(b)
+	median, like := originsMedian(files), originsLikeIssue(files)
+	b.Logf("median: %s (%d B, %d rules); 2.2KB-82rules: %s (%d B, %d rules); corpus: %d files",
+		median.name, len(median.body), median.rules, like.name, len(like.body), like.rules, len(files))
+	for _, c := range []struct {
+		name  string
+		files []originsFile
+	}{
+		{"median", []originsFile{median}},
+		{"2.2KB-82rules", []originsFile{like}},
+		{"corpus", files},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchmarkOrigins(b, c.name, c.files) })
+	}
+}
+
+// benchmarkOrigins loads max(b.N, originsMin) origins, origin i served
+// files[i%len(files)], and reports what they keep.
+func benchmarkOrigins(b *testing.B, name string, files []originsFile) {
+	n := max(b.N, originsMin)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := originsIndex(r.URL.Hostname())
+		if i < 0 || r.URL.Path != "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(files[i%len(files)].body)
+	}))
+	defer upstream.Close()
+	proxyURL, err := url.Parse(upstream.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := New(Options{UpstreamProxy: proxyURL, Timeout: 30 * time.Second})
+	defer f.Close()
+	opts := cache.DefaultOptions()
+	opts.MaxBytes = originsBudget
+	c, err := cache.New(opts, f.Load)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+
+	var fileBytes int64
+	for i := range n {
+		fileBytes += int64(min(len(files[i%len(files)].body), f.Options().MaxBytes))
+	}
+	before := originsMemStats()
+	rssBefore, rssOK := originsRSS()
+
+	b.ResetTimer()
+	start := time.Now()
+	var (
+		next   atomic.Int64
+		wg     sync.WaitGroup
+		failed atomic.Value
+	)
+	for range originsWorkers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				// The origin is made here, so that whatever keeps it is
+				// counted.
+				if _, _, err := c.Get(context.Background(), originsURL(i)); err != nil {
+					failed.CompareAndSwap(nil, fmt.Errorf("Get %s: %w", originsURL(i), err))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	rssAfter, _ := originsRSS()
+
+	after := originsMemStats()
+	if *originsHeapProfile != "" {
+		writeOriginsProfile(b, name, n)
+	}
+	s := c.Stats()
+	if s.Loads["ok"] != uint64(n) || s.Evictions != 0 || s.Uncacheable != 0 {
+		b.Fatalf("%d origins: loads %v, %d evicted, %d uncacheable; want every one loaded ok and kept", n, s.Loads, s.Evictions, s.Uncacheable)
+	}
+	runtime.KeepAlive(c)
+	runtime.KeepAlive(f)
+
+	per := func(v int64) float64 { return float64(v) / float64(n) }
+	heap := per(int64(after.HeapAlloc) - int64(before.HeapAlloc))
+	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(n), "ns/op")
+	b.ReportMetric(heap, "heap-B/origin")
+	b.ReportMetric(per(int64(after.HeapObjects)-int64(before.HeapObjects)), "objects/origin")
+	b.ReportMetric(per(s.CostBytes), "charged-B/origin")
+	b.ReportMetric(per(fileBytes), "file-B")
+	b.ReportMetric(heap/per(fileBytes), "heap/file")
+	if rssOK {
+		b.ReportMetric(per(rssAfter-rssBefore), "rss-B/origin")
+	}
+}
+
+// originsMemStats reads the memory statistics after two GCs: the heap
+// then holds only what is live, and the heap profile says so.
+func originsMemStats() runtime.MemStats {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m
+}
+
+// writeOriginsProfile writes the heap profile of the run that loaded n
+// origins to the -origins.heapprofile directory.
+func writeOriginsProfile(b *testing.B, name string, n int) {
+	b.Helper()
+	if err := os.MkdirAll(*originsHeapProfile, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&buf, 0); err != nil {
+		b.Fatalf("heap profile: %v", err)
+	}
+	path := filepath.Join(*originsHeapProfile, fmt.Sprintf("heap-%s-%d.pprof", name, n))
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("heap profile of %d origins: %s", n, path)
+}
+
+// originsRSS is the process's resident set (Linux); false elsewhere.
+func originsRSS() (int64, bool) {
+	statm, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	fields := bytes.Fields(statm)
+	if len(fields) < 2 {
+		return 0, false
+	}
+	pages, err := strconv.ParseInt(string(fields[1]), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return pages * int64(os.Getpagesize()), true
+}
