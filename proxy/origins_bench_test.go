@@ -298,7 +298,8 @@ var heapOwnerNames = []string{"rules", "fetch", "cache", "pace", "verdicts", "mi
 //   - verdicts: destination and egress verdicts (proxy/destination,
 //     proxy/egress);
 //   - mitm: leaf certificates (proxy/mitm);
-//   - conns: connections and their buffers (net, net/http, bufio, x/net);
+//   - conns: connections and their buffers (net, net/http, bufio, x/net;
+//     not net/url nor net/netip, whose values belong to their caller);
 //   - proxy: the rest of robotsgate's proxy and goproxy;
 //   - other: anything else.
 func heapOwner(stack []uintptr) (owner, function string) {
@@ -320,7 +321,7 @@ func heapOwner(stack []uintptr) (owner, function string) {
 			return "verdicts", f.Function
 		case pkg == "robotsgate/proxy/mitm":
 			return "mitm", f.Function
-		case pkg == "net" || strings.HasPrefix(pkg, "net/") || pkg == "bufio" ||
+		case pkg == "net" || strings.HasPrefix(pkg, "net/http") || pkg == "net/textproto" || pkg == "bufio" ||
 			strings.Contains(pkg, "golang.org/x/net/"):
 			return "conns", f.Function
 		case strings.HasPrefix(pkg, "robotsgate/proxy") || strings.HasPrefix(pkg, "github.com/elazarl/goproxy"):
@@ -339,7 +340,8 @@ func heapOwner(stack []uintptr) (owner, function string) {
 func transparentPackage(pkg string) bool {
 	switch pkg {
 	case "runtime", "strings", "bytes", "slices", "maps", "sync", "sync/atomic", "strconv", "sort", "errors",
-		"fmt", "reflect", "time", "context", "unique", "weak", "io", "iter", "hash/maphash", "encoding/binary":
+		"fmt", "reflect", "time", "context", "unique", "weak", "io", "iter", "hash/maphash", "encoding/binary",
+		"net/url", "net/netip":
 		return true
 	}
 	return strings.HasPrefix(pkg, "internal/") || strings.HasPrefix(pkg, "runtime/") ||
@@ -455,6 +457,7 @@ func TestHeapOwner(t *testing.T) {
 		{"github.com/dgraph-io/ristretto/v2.newCmRow", "github.com/dgraph-io/ristretto/v2"},
 		{"robotsgate/cache.(*Cache[go.shape.*uint8]).store", "robotsgate/cache"},
 		{"net/http.(*Transport).dialConn", "net/http"},
+		{"net/url.(*URL).String", "net/url"},
 		{"runtime.malg", "runtime"},
 		{"main.main.func1", "main"},
 	} {
