@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultMaxSchedules is the default bound on schedules: at about
-// ScheduleBytes each, 24 MiB.
+// ScheduleBytes each, 56 MiB.
 const DefaultMaxSchedules = 1 << 20
 
 // ScheduleBytes is what one schedule costs in memory, about: a map slot of
