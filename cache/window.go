@@ -5,7 +5,6 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
@@ -38,14 +37,14 @@ func newAdmissionWindow[V any](maxBytes int64) (*admissionWindow[V], error) {
 
 // get returns the entry for key, or nil if there is none or it is past its
 // keepUntil (it is then dropped).
-func (w *admissionWindow[V]) get(key string, now time.Time) *entry[V] {
+func (w *admissionWindow[V]) get(key string, now int64) *entry[V] {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.lru.Get(key)
 	if !ok {
 		return nil
 	}
-	if !now.Before(e.keepUntil) {
+	if now >= e.keepUntil {
 		w.lru.Remove(key)
 		w.expirations.Add(1)
 		return nil
