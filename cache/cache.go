@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/bits"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -191,14 +192,18 @@ type Stats struct {
 
 const (
 	// entryOverhead is what one entry costs the cache beyond Result.Cost:
-	// the entry itself and its slots in ristretto's store, policy and
-	// expiry maps. BenchmarkEntryOverhead measures 325-370 bytes when many
-	// entries share an expiry bucket (ristretto's are 5 s wide) and about
-	// 550 when every entry has a bucket of its own, the worst case.
-	entryOverhead = 576
+	// the entry itself (96 bytes) and its slots in ristretto's store,
+	// policy and expiry maps. BenchmarkEntryOverhead measures about 230
+	// bytes when many entries share an expiry bucket (ristretto's are 5 s
+	// wide), as they do when the cache holds many, and about 420 when every
+	// entry has a bucket of its own, the worst case, of a cache loading
+	// less than an entry per 5 s. An entry in the admission window costs
+	// windowNodeBytes and its key more (see windowCost).
+	entryOverhead = 240
 	// typicalEntryBytes sizes ristretto's frequency sketch: ten counters
 	// per entry of this size that fits in the budget, as ristretto advises.
-	typicalEntryBytes = 4 << 10
+	// A cached robots.txt costs about 3 KiB, its rules and entry together.
+	typicalEntryBytes = 3 << 10
 	minCounters       = 1 << 10
 	// ttlTickerSeconds sets how often ristretto drops expired entries
 	// (every half of it). Expired entries are already invisible to Get, so
@@ -386,7 +391,7 @@ func New[V any](opts Options, load LoadFunc[V]) (*Cache[V], error) {
 // ristrettoConfig configures the ristretto cache holding up to maxCost.
 func (c *Cache[V]) ristrettoConfig(maxCost int64) *ristretto.Config[string, *entry[V]] {
 	return &ristretto.Config[string, *entry[V]]{
-		NumCounters:            max(10*c.opts.MaxBytes/typicalEntryBytes, minCounters),
+		NumCounters:            numCounters(c.opts.MaxBytes),
 		MaxCost:                maxCost,
 		BufferItems:            64,
 		IgnoreInternalCost:     true, // entryOverhead already covers it
@@ -399,6 +404,25 @@ func (c *Cache[V]) ristrettoConfig(maxCost int64) *ristretto.Config[string, *ent
 		},
 	}
 }
+
+// numCounters is the size of ristretto's frequency sketch for a budget.
+func numCounters(maxBytes int64) int64 { return max(10*maxBytes/typicalEntryBytes, minCounters) }
+
+// IndexBytes is the memory a Cache with the budget maxBytes allocates when
+// it is made, whatever it holds, beside MaxBytes: ristretto's admission
+// index, a frequency sketch (4 rows of 4-bit counters) and a bloom filter
+// (1% false positives), each rounded up to a power of two, for ten
+// counters per 3 KiB of budget: 12 to 24 KiB per MiB of budget (1.2% to
+// 2.3%), as the rounding falls. It is not charged against MaxBytes.
+func IndexBytes(maxBytes int64) int64 {
+	n := numCounters(maxBytes)
+	sketch := 4 * nextPowerOfTwo(n) / 2
+	bloomBits := nextPowerOfTwo(max(int64(float64(n)*-math.Log(0.01)/(math.Ln2*math.Ln2)), 512))
+	return sketch + bloomBits/8
+}
+
+// nextPowerOfTwo is the least power of two at least n (n > 0).
+func nextPowerOfTwo(n int64) int64 { return 1 << bits.Len64(uint64(n-1)) }
 
 // Options returns the options the Cache was made with.
 func (c *Cache[V]) Options() Options { return c.opts }
@@ -415,7 +439,13 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, Info, error) {
 	// the wall clock too; the hit path needs no wall time.
 	now := c.clock()
 	if e, _ := c.lookup(key, now); e != nil && now < e.expiresAt {
-		return c.serve(e, SourceHit)
+		// serve, unrolled: the hit path is the one that counts.
+		if e.stale {
+			c.staleServes.Add(1)
+			return e.value, c.info(e, SourceStale), nil
+		}
+		c.hits.Add(1)
+		return e.value, c.info(e, SourceHit), nil
 	}
 	var zero V
 	if err := ctx.Err(); err != nil {
