@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/bits"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -190,14 +192,18 @@ type Stats struct {
 
 const (
 	// entryOverhead is what one entry costs the cache beyond Result.Cost:
-	// the entry itself and its slots in ristretto's store, policy and
-	// expiry maps. BenchmarkEntryOverhead measures 325-370 bytes when many
-	// entries share an expiry bucket (ristretto's are 5 s wide) and about
-	// 550 when every entry has a bucket of its own, the worst case.
-	entryOverhead = 576
+	// the entry itself (96 bytes) and its slots in ristretto's store,
+	// policy and expiry maps. BenchmarkEntryOverhead measures about 230
+	// bytes when many entries share an expiry bucket (ristretto's are 5 s
+	// wide), as they do when the cache holds many, and about 420 when every
+	// entry has a bucket of its own, the worst case, of a cache loading
+	// less than an entry per 5 s. An entry in the admission window costs
+	// windowNodeBytes and its key more (see windowCost).
+	entryOverhead = 240
 	// typicalEntryBytes sizes ristretto's frequency sketch: ten counters
 	// per entry of this size that fits in the budget, as ristretto advises.
-	typicalEntryBytes = 4 << 10
+	// A cached robots.txt costs about 3 KiB, its rules and entry together.
+	typicalEntryBytes = 3 << 10
 	minCounters       = 1 << 10
 	// ttlTickerSeconds sets how often ristretto drops expired entries
 	// (every half of it). Expired entries are already invisible to Get, so
@@ -257,24 +263,80 @@ type Cache[V any] struct {
 }
 
 // entry is one key's state. It is immutable once stored, except for
-// rejected, so the hit path reads it without locks.
+// rejected, so the hit path reads it without locks. It is kept small, one
+// per key the cache holds: its times are readings of the cache's clock
+// (see Cache.clock) rather than time.Time, and the Info that Get returns
+// is made from it when served.
 type entry[V any] struct {
 	value V
-	// info is returned by Get with Source filled in.
-	info Info
-	// stale marks a good value served because loads are failing.
-	stale bool
+	// outcome and lastOutcome are Info.Outcome and Info.LastOutcome.
+	outcome, lastOutcome string
 	// cost is what the entry is charged: Result.Cost plus entryOverhead.
 	cost int64
+	// loadedAt and expiresAt are Info.LoadedAt and Info.ExpiresAt.
+	loadedAt, expiresAt int64
 	// goodAt is when value was loaded, if it is a good (non-Failed) value;
-	// zero otherwise.
-	goodAt time.Time
+	// noTime otherwise.
+	goodAt int64
 	// keepUntil is when the entry stops being useful and leaves memory.
-	keepUntil time.Time
+	keepUntil int64
+	// failures is Info.Failures.
+	failures int32
+	// failed is Info.Failed.
+	failed bool
+	// stale marks a good value served because loads are failing.
+	stale bool
 	// rejected is set by ristretto's OnReject when its admission policy
 	// refused the entry.
 	rejected atomic.Bool
 }
+
+// noTime is entry.goodAt of an entry without a good value.
+const noTime int64 = math.MinInt64
+
+// clock reads the cache's clock: nanoseconds since the cache was made, on
+// the monotonic clock only, which costs half of time.Now (the wall clock
+// is read too); the hit path needs no wall time.
+func (c *Cache[V]) clock() int64 { return int64(time.Since(c.epoch)) }
+
+// timeAt is the time of a reading of the cache's clock. Its wall clock
+// reading is the epoch's plus the monotonic time since, which is how the
+// cache tells the times of a shared store (see toShared and fromShared):
+// a fixed mapping, so that what one process puts it reads back unchanged.
+func (c *Cache[V]) timeAt(n int64) time.Time { return c.epoch.Add(time.Duration(n)) }
+
+// readingOf is the reading of the cache's clock at t (by its wall clock
+// when t has no monotonic reading), saturated at the int64 range.
+func (c *Cache[V]) readingOf(t time.Time) int64 { return int64(t.Sub(c.epoch)) }
+
+// after is t plus d, saturated at the int64 range: the times of a shared
+// entry come from outside and may be anything, and the options allow long
+// durations.
+func after(t int64, d time.Duration) int64 {
+	switch {
+	case d > 0 && t > math.MaxInt64-int64(d):
+		return math.MaxInt64
+	case d < 0 && t < math.MinInt64-int64(d):
+		return math.MinInt64
+	}
+	return t + int64(d)
+}
+
+// info is the Info of e served as src.
+func (c *Cache[V]) info(e *entry[V], src Source) Info {
+	return Info{
+		Source:      src,
+		Outcome:     e.outcome,
+		LastOutcome: e.lastOutcome,
+		Failed:      e.failed,
+		Failures:    int(e.failures),
+		LoadedAt:    c.timeAt(e.loadedAt),
+		ExpiresAt:   c.timeAt(e.expiresAt),
+	}
+}
+
+// failureCount is n as entry.failures holds it.
+func failureCount(n int) int32 { return int32(min(max(n, 0), math.MaxInt32)) }
 
 // flightResult is what one singleflight call hands to its waiters.
 type flightResult[V any] struct {
@@ -329,7 +391,7 @@ func New[V any](opts Options, load LoadFunc[V]) (*Cache[V], error) {
 // ristrettoConfig configures the ristretto cache holding up to maxCost.
 func (c *Cache[V]) ristrettoConfig(maxCost int64) *ristretto.Config[string, *entry[V]] {
 	return &ristretto.Config[string, *entry[V]]{
-		NumCounters:            max(10*c.opts.MaxBytes/typicalEntryBytes, minCounters),
+		NumCounters:            numCounters(c.opts.MaxBytes),
 		MaxCost:                maxCost,
 		BufferItems:            64,
 		IgnoreInternalCost:     true, // entryOverhead already covers it
@@ -342,6 +404,25 @@ func (c *Cache[V]) ristrettoConfig(maxCost int64) *ristretto.Config[string, *ent
 		},
 	}
 }
+
+// numCounters is the size of ristretto's frequency sketch for a budget.
+func numCounters(maxBytes int64) int64 { return max(10*maxBytes/typicalEntryBytes, minCounters) }
+
+// IndexBytes is the memory a Cache with the budget maxBytes allocates when
+// it is made, whatever it holds, beside MaxBytes: ristretto's admission
+// index, a frequency sketch (4 rows of 4-bit counters) and a bloom filter
+// (1% false positives), each rounded up to a power of two, for ten
+// counters per 3 KiB of budget: 12 to 24 KiB per MiB of budget (1.2% to
+// 2.3%), as the rounding falls. It is not charged against MaxBytes.
+func IndexBytes(maxBytes int64) int64 {
+	n := numCounters(maxBytes)
+	sketch := 4 * nextPowerOfTwo(n) / 2
+	bloomBits := nextPowerOfTwo(max(int64(float64(n)*-math.Log(0.01)/(math.Ln2*math.Ln2)), 512))
+	return sketch + bloomBits/8
+}
+
+// nextPowerOfTwo is the least power of two at least n (n > 0).
+func nextPowerOfTwo(n int64) int64 { return 1 << bits.Len64(uint64(n-1)) }
 
 // Options returns the options the Cache was made with.
 func (c *Cache[V]) Options() Options { return c.opts }
@@ -356,9 +437,15 @@ func (c *Cache[V]) Options() Options { return c.opts }
 func (c *Cache[V]) Get(ctx context.Context, key string) (V, Info, error) {
 	// Reading only the monotonic clock costs half of time.Now, which reads
 	// the wall clock too; the hit path needs no wall time.
-	now := c.epoch.Add(time.Since(c.epoch))
-	if e, _ := c.lookup(key, now); e != nil && now.Before(e.info.ExpiresAt) {
-		return c.serve(e, SourceHit)
+	now := c.clock()
+	if e, _ := c.lookup(key, now); e != nil && now < e.expiresAt {
+		// serve, unrolled: the hit path is the one that counts.
+		if e.stale {
+			c.staleServes.Add(1)
+			return e.value, c.info(e, SourceStale), nil
+		}
+		c.hits.Add(1)
+		return e.value, c.info(e, SourceHit), nil
 	}
 	var zero V
 	if err := ctx.Err(); err != nil {
@@ -409,11 +496,9 @@ func (c *Cache[V]) receive(ctx context.Context, key string, ch <-chan singleflig
 // serve returns e's value and Info with its source, src unless e is a
 // stale value, and counts the Get under that source.
 func (c *Cache[V]) serve(e *entry[V], src Source) (V, Info, error) {
-	info := e.info
-	info.Source = src
 	switch {
 	case e.stale:
-		info.Source = SourceStale
+		src = SourceStale
 		c.staleServes.Add(1)
 	case src == SourceHit:
 		c.hits.Add(1)
@@ -422,13 +507,13 @@ func (c *Cache[V]) serve(e *entry[V], src Source) (V, Info, error) {
 	default:
 		c.misses.Add(1)
 	}
-	return e.value, info, nil
+	return e.value, c.info(e, src), nil
 }
 
 // lookup returns the entry held for key, fresh or not, and whether it is
 // in ristretto (rather than the admission window). It returns nil after
 // Close.
-func (c *Cache[V]) lookup(key string, now time.Time) (*entry[V], bool) {
+func (c *Cache[V]) lookup(key string, now int64) (*entry[V], bool) {
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()
 	if c.closed.Load() {
@@ -446,8 +531,9 @@ func (c *Cache[V]) lookup(key string, now time.Time) (*entry[V], bool) {
 // entry (the caller missed before that store, joined no flight, and must
 // not cause a second load).
 func (c *Cache[V]) refresh(ctx context.Context, key string) (flightResult[V], error) {
-	local, localInMain := c.lookup(key, time.Now())
-	if local != nil && time.Now().Before(local.info.ExpiresAt) {
+	now := c.clock()
+	local, localInMain := c.lookup(key, now)
+	if local != nil && now < local.expiresAt {
 		return flightResult[V]{e: local, src: SourceHit}, nil
 	}
 	if c.second != nil {
@@ -465,9 +551,9 @@ func (c *Cache[V]) loadAlone(ctx context.Context, key string, local *entry[V], l
 	}
 	failures, good := history(local)
 	if r.Discard {
-		return c.discarded(failures, good, r, time.Now()), nil
+		return c.discarded(failures, good, r, c.clock()), nil
 	}
-	e := c.settle(key, failures, good, r, time.Now())
+	e := c.settle(key, failures, good, r, c.clock())
 	c.store(key, e, local, localInMain)
 	return flightResult[V]{e: e, src: SourceLoaded}, nil
 }
@@ -479,10 +565,10 @@ func history[V any](prev *entry[V]) (failures int, good *entry[V]) {
 	if prev == nil {
 		return 0, nil
 	}
-	if prev.goodAt.IsZero() {
-		return prev.info.Failures, nil
+	if prev.goodAt == noTime {
+		return int(prev.failures), nil
 	}
-	return prev.info.Failures, prev
+	return int(prev.failures), prev
 }
 
 // call runs the LoadFunc, turning a panic into an error: singleflight would
@@ -525,17 +611,17 @@ func (c *Cache[V]) countLoad(outcome string, failed bool) {
 // settle turns a load result into the entry to store, given the count of
 // consecutive failures before the load and the entry holding the last good
 // value (nil if none), and logs a failed load.
-func (c *Cache[V]) settle(key string, failures int, good *entry[V], r Result[V], now time.Time) *entry[V] {
+func (c *Cache[V]) settle(key string, failures int, good *entry[V], r Result[V], now int64) *entry[V] {
 	e := c.next(failures, good, r, now)
 	switch {
 	case e.stale:
 		c.log.Warn("cache: load failed, serving stale value",
-			"key", key, "outcome", r.Outcome, "failures", e.info.Failures,
-			"loaded_at", e.goodAt, "retry_at", e.info.ExpiresAt)
-	case e.info.Failed:
-		attrs := []any{"key", key, "outcome", r.Outcome, "failures", e.info.Failures, "retry_at", e.info.ExpiresAt}
+			"key", key, "outcome", r.Outcome, "failures", e.failures,
+			"loaded_at", c.timeAt(e.goodAt), "retry_at", c.timeAt(e.expiresAt))
+	case e.failed:
+		attrs := []any{"key", key, "outcome", r.Outcome, "failures", e.failures, "retry_at", c.timeAt(e.expiresAt)}
 		if good != nil {
-			attrs = append(attrs, "stale_value_loaded_at", good.goodAt, "max_stale", c.opts.MaxStale.String())
+			attrs = append(attrs, "stale_value_loaded_at", c.timeAt(good.goodAt), "max_stale", c.opts.MaxStale.String())
 		}
 		c.log.Warn("cache: load failed, no usable stale value", attrs...)
 	}
@@ -543,65 +629,58 @@ func (c *Cache[V]) settle(key string, failures int, good *entry[V], r Result[V],
 }
 
 // next is the entry a load result makes, as settle describes.
-func (c *Cache[V]) next(failures int, good *entry[V], r Result[V], now time.Time) *entry[V] {
+func (c *Cache[V]) next(failures int, good *entry[V], r Result[V], now int64) *entry[V] {
 	if !r.Failed {
-		expires := now.Add(c.freshness(r))
+		expires := after(now, c.freshness(r))
 		return &entry[V]{
-			value: r.Value,
-			info: Info{
-				Outcome:     r.Outcome,
-				LastOutcome: r.Outcome,
-				LoadedAt:    now,
-				ExpiresAt:   expires,
-			},
-			cost:      chargedCost(r.Cost),
-			goodAt:    now,
-			keepUntil: c.keepUntil(expires, now.Add(c.opts.MaxStale)),
+			value:       r.Value,
+			outcome:     r.Outcome,
+			lastOutcome: r.Outcome,
+			loadedAt:    now,
+			expiresAt:   expires,
+			cost:        chargedCost(r.Cost),
+			goodAt:      now,
+			keepUntil:   c.keepUntil(expires, after(now, c.opts.MaxStale)),
 		}
 	}
 
 	failures++
-	retryAt := now.Add(c.backoff(failures))
-	if good != nil && now.Sub(good.goodAt) < c.opts.MaxStale {
-		staleUntil := good.goodAt.Add(c.opts.MaxStale)
-		expires := retryAt
-		if staleUntil.Before(expires) {
-			expires = staleUntil // the next Get past the horizon must not serve it
-		}
+	retryAt := after(now, c.backoff(failures))
+	if good != nil && c.staleServable(good, now) {
+		staleUntil := after(good.goodAt, c.opts.MaxStale)
+		// The next Get past the stale horizon must not serve it.
+		expires := min(retryAt, staleUntil)
 		e := staleOf(good, failures, r.Outcome, expires)
 		e.keepUntil = c.keepUntil(expires, staleUntil)
 		return e
 	}
 	return &entry[V]{
-		value: r.Value,
-		info: Info{
-			Outcome:     r.Outcome,
-			LastOutcome: r.Outcome,
-			Failed:      true,
-			Failures:    failures,
-			LoadedAt:    now,
-			ExpiresAt:   retryAt,
-		},
-		cost:      chargedCost(r.Cost),
-		keepUntil: c.keepUntil(retryAt, time.Time{}),
+		value:       r.Value,
+		outcome:     r.Outcome,
+		lastOutcome: r.Outcome,
+		failed:      true,
+		failures:    failureCount(failures),
+		loadedAt:    now,
+		expiresAt:   retryAt,
+		cost:        chargedCost(r.Cost),
+		goodAt:      noTime,
+		keepUntil:   c.keepUntil(retryAt, noTime),
 	}
 }
 
 // staleOf is the entry that serves good's value stale after loads that
 // failed, the last one ending in lastOutcome, until expires.
-func staleOf[V any](good *entry[V], failures int, lastOutcome string, expires time.Time) *entry[V] {
+func staleOf[V any](good *entry[V], failures int, lastOutcome string, expires int64) *entry[V] {
 	return &entry[V]{
-		value: good.value,
-		info: Info{
-			Outcome:     good.info.Outcome,
-			LastOutcome: lastOutcome,
-			Failures:    failures,
-			LoadedAt:    good.goodAt,
-			ExpiresAt:   expires,
-		},
-		stale:  true,
-		cost:   good.cost,
-		goodAt: good.goodAt,
+		value:       good.value,
+		outcome:     good.outcome,
+		lastOutcome: lastOutcome,
+		failures:    failureCount(failures),
+		loadedAt:    good.goodAt,
+		expiresAt:   expires,
+		stale:       true,
+		cost:        good.cost,
+		goodAt:      good.goodAt,
 	}
 }
 
@@ -609,21 +688,26 @@ func staleOf[V any](good *entry[V], failures int, lastOutcome string, expires ti
 // discarded gets, stored nowhere: the good value (held in good, nil if
 // none) served stale while younger than MaxStale, else r's value. Its
 // Info keeps the key's failure count, and says a load is due at once.
-func (c *Cache[V]) discarded(failures int, good *entry[V], r Result[V], now time.Time) flightResult[V] {
-	if good != nil && now.Sub(good.goodAt) < c.opts.MaxStale {
+func (c *Cache[V]) discarded(failures int, good *entry[V], r Result[V], now int64) flightResult[V] {
+	if good != nil && c.staleServable(good, now) {
 		return flightResult[V]{e: staleOf(good, failures, r.Outcome, now), src: SourceLoaded}
 	}
 	return flightResult[V]{e: &entry[V]{
-		value: r.Value,
-		info: Info{
-			Outcome:     r.Outcome,
-			LastOutcome: r.Outcome,
-			Failures:    failures,
-			LoadedAt:    now,
-			ExpiresAt:   now,
-		},
-		cost: chargedCost(r.Cost),
+		value:       r.Value,
+		outcome:     r.Outcome,
+		lastOutcome: r.Outcome,
+		failures:    failureCount(failures),
+		loadedAt:    now,
+		expiresAt:   now,
+		cost:        chargedCost(r.Cost),
+		goodAt:      noTime,
 	}, src: SourceLoaded, discarded: true}
+}
+
+// staleServable reports whether good's value, a good one, is younger than
+// MaxStale at now.
+func (c *Cache[V]) staleServable(good *entry[V], now int64) bool {
+	return good.goodAt > after(now, -c.opts.MaxStale)
 }
 
 // freshness is how long a good result stays fresh.
@@ -650,12 +734,9 @@ func (c *Cache[V]) backoff(failures int) time.Duration {
 }
 
 // keepUntil is when an entry that reloads at expires and can serve a stale
-// value until staleUntil (zero: cannot) stops being useful.
-func (c *Cache[V]) keepUntil(expires, staleUntil time.Time) time.Time {
-	if staleUntil.After(expires) {
-		expires = staleUntil
-	}
-	return expires.Add(c.opts.MaxRetryAfter)
+// value until staleUntil (noTime: cannot) stops being useful.
+func (c *Cache[V]) keepUntil(expires, staleUntil int64) int64 {
+	return after(max(expires, staleUntil), c.opts.MaxRetryAfter)
 }
 
 func chargedCost(cost int64) int64 { return max(cost, 0) + entryOverhead }
@@ -696,7 +777,7 @@ func (c *Cache[V]) store(key string, e, prev *entry[V], prevInMain bool) {
 	if !prevInMain || e.cost > prev.cost {
 		c.main.Del(key)
 	}
-	set := c.main.SetWithTTL(key, e, e.cost, time.Until(e.keepUntil))
+	set := c.main.SetWithTTL(key, e, e.cost, time.Duration(e.keepUntil-c.clock()))
 	c.main.Wait()
 	if set && !e.rejected.Load() {
 		return

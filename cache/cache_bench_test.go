@@ -121,8 +121,8 @@ func BenchmarkAdmissionWindow(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("https://host-%06d.example.com:443", i)
 	}
-	now := time.Now()
-	e := &entry[int]{cost: cost, keepUntil: now.Add(time.Hour)}
+	now := int64(time.Minute) // a reading of a cache's clock
+	e := &entry[int]{cost: cost, keepUntil: now + int64(time.Hour)}
 	fill := func(b *testing.B) *admissionWindow[int] {
 		w, err := newAdmissionWindow[int](maxBytes)
 		if err != nil {
@@ -205,4 +205,32 @@ func BenchmarkSharedHit(b *testing.B) {
 	}
 	b.StopTimer()
 	c.Close()
+}
+
+// TestIndexBytes: IndexBytes is the heap a Cache allocates when it is
+// made, whatever the budget, within 5% (plus ristretto's small fixed
+// structures).
+func TestIndexBytes(t *testing.T) {
+	for _, maxBytes := range []int64{MinMaxBytes, 64 << 20, 1 << 30} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		opts := DefaultOptions()
+		opts.MaxBytes = maxBytes
+		c, err := New(opts, func(context.Context, string) Result[int] { return Result[int]{} })
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		got := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		want := IndexBytes(maxBytes)
+		if got < want || float64(got) > 1.05*float64(want)+512<<10 {
+			t.Errorf("MaxBytes %d: a new cache holds %d bytes, IndexBytes says %d", maxBytes, got, want)
+		}
+		t.Logf("MaxBytes %d MiB: %d bytes held, IndexBytes %d (%.1f KiB per MiB)", maxBytes>>20, got, want, float64(want)/1024/float64(maxBytes>>20))
+		runtime.KeepAlive(c)
+		c.Close()
+	}
 }

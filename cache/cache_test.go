@@ -859,7 +859,9 @@ func TestRefusedValueIsServedFromWindow(t *testing.T) {
 		}
 	}
 	s := c.Stats()
-	perEntry := int64(10_000 + entryOverhead)
+	// Held in the window, each costs its node and key too (all keys are
+	// of 32 bytes or less).
+	perEntry := int64(10_000+entryOverhead+windowNodeBytes) + 32
 	fit := maxBytes / windowDivisor / perEntry
 	if s.Rejections != keys || s.Evictions != keys-uint64(fit) || s.CostBytes != fit*perEntry {
 		t.Errorf("Stats = %+v; want %d rejections, %d in the window", s, keys, fit)
@@ -878,8 +880,8 @@ func TestWindowRoomForLargestCost(t *testing.T) {
 	}{
 		{maxBytes, 0, maxBytes / 16},
 		{maxBytes, 1 << 20, maxBytes / 16},
-		{maxBytes, 13 << 20, 13<<20 + entryOverhead},
-		{maxBytes, maxBytes/2 - entryOverhead, maxBytes / 2},
+		{maxBytes, 13 << 20, 13<<20 + windowEntryBytes},
+		{maxBytes, maxBytes/2 - windowEntryBytes, maxBytes / 2},
 		{maxBytes, maxBytes, maxBytes / 2},
 		{MinMaxBytes, 0, MinMaxBytes / 16},
 		{MinMaxBytes, 5 << 20, MinMaxBytes / 2},
@@ -892,7 +894,7 @@ func TestWindowRoomForLargestCost(t *testing.T) {
 			t.Errorf("MaxBytes %d, LargestCost %d: window %d, ristretto %d; want window %d, the two adding up to MaxBytes",
 				tt.maxBytes, tt.largest, window, main, tt.wantWindow)
 		}
-		if kept := o.LargestKept(); kept != window-entryOverhead || (kept < tt.largest) != (tt.largest+entryOverhead > tt.maxBytes/2) {
+		if kept := o.LargestKept(); kept != window-windowEntryBytes || (kept < tt.largest) != (tt.largest+windowEntryBytes > tt.maxBytes/2) {
 			t.Errorf("MaxBytes %d, LargestCost %d: LargestKept %d", tt.maxBytes, tt.largest, kept)
 		}
 	}
@@ -950,9 +952,12 @@ func TestTooLargeValueIsServedNotCached(t *testing.T) {
 }
 
 func TestAdmissionWindow(t *testing.T) {
-	now := time.Now()
-	later := now.Add(time.Hour)
-	mk := func(cost int64) *entry[string] { return &entry[string]{cost: cost, keepUntil: later} }
+	now := int64(time.Minute) // readings of a cache's clock
+	later := now + int64(time.Hour)
+	// Keys of up to 16 bytes: mk(n) makes an entry the window holds for n
+	// bytes, its node and key included.
+	const node = windowNodeBytes + 16
+	mk := func(cost int64) *entry[string] { return &entry[string]{cost: cost - node, keepUntil: later} }
 	w, err := newAdmissionWindow[string](100)
 	if err != nil {
 		t.Fatal(err)

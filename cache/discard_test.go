@@ -193,7 +193,7 @@ func TestConcurrentStoresKeepTheEntry(t *testing.T) {
 				wg.Go(func() { c.refresh(context.Background(), "k") })
 			}
 			wg.Wait()
-			if e, _ := c.lookup("k", time.Now()); e == nil {
+			if e, _ := c.lookup("k", c.clock()); e == nil {
 				t.Fatalf("after %d loads the key is not held", o.count("k"))
 			}
 		})

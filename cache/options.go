@@ -90,14 +90,21 @@ const windowDivisor = 16
 // size, or room for a value of LargestCost, whichever is larger, up to
 // half of MaxBytes.
 func (o Options) windowBytes() int64 {
-	return min(max(o.MaxBytes/windowDivisor, o.LargestCost+entryOverhead), o.MaxBytes/2)
+	return min(max(o.MaxBytes/windowDivisor, o.LargestCost+windowEntryBytes), o.MaxBytes/2)
 }
+
+// windowEntryBytes is what an entry held in the admission window costs
+// beside its Result.Cost, for a key of up to keyAllowance bytes.
+const (
+	keyAllowance     = 256 // an origin's length, and then some
+	windowEntryBytes = entryOverhead + windowNodeBytes + keyAllowance
+)
 
 // LargestKept is the largest Result.Cost the cache always keeps, however
 // full it is of other values: what fits in its admission window beside
-// the cache's own per-entry overhead. It is at least LargestCost unless
+// the cache's own per-entry overhead (for a key of up to 256 bytes). It is at least LargestCost unless
 // LargestCost is more than about half of MaxBytes.
-func (o Options) LargestKept() int64 { return o.windowBytes() - entryOverhead }
+func (o Options) LargestKept() int64 { return o.windowBytes() - windowEntryBytes }
 
 // validate reports every invalid field of o, each error naming its field.
 func (o Options) validate() error {

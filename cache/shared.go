@@ -194,7 +194,7 @@ func (c *Cache[V]) step(ctx context.Context, key string, local *entry[V], localI
 	if err != nil {
 		return flightResult[V]{}, 0, nil, err
 	}
-	if e := c.adopt(shared, local, time.Now()); e != nil {
+	if e := c.adopt(shared, local, c.clock()); e != nil {
 		c.store(key, e, local, localInMain)
 		return flightResult[V]{e: e, src: SourceShared}, stepTaken, shared, nil
 	}
@@ -229,7 +229,7 @@ func (c *Cache[V]) underClaim(ctx context.Context, key string, local *entry[V], 
 	shared := first
 	if found && !versionOf(se).equal(seen) { // the entry seen was no use: only a new one is looked at
 		shared = c.decodeShared(key, se)
-		if e := c.adopt(shared, local, time.Now()); e != nil {
+		if e := c.adopt(shared, local, c.clock()); e != nil {
 			release()
 			c.store(key, e, local, localInMain)
 			return flightResult[V]{e: e, src: SourceShared}, false, nil
@@ -306,7 +306,7 @@ func (c *Cache[V]) loadShared(ctx context.Context, key string, local *entry[V], 
 		release()
 		return flightResult[V]{}, err
 	}
-	now := time.Now()
+	now := c.clock()
 	var fromStore *entry[V]
 	if shared != nil {
 		fromStore = shared.e
@@ -334,7 +334,7 @@ func (c *Cache[V]) loadShared(ctx context.Context, key string, local *entry[V], 
 			encoded = shared.encoded
 		}
 	}
-	if err := c.second.Store.Put(ctx, key, toShared(put, encoded), put.keepUntil.Sub(now)); err != nil {
+	if err := c.second.Store.Put(ctx, key, c.toShared(put, encoded), time.Duration(put.keepUntil-now)); err != nil {
 		go release()
 		return f, unavailableError{fmt.Errorf("putting %q: %w", key, err)}
 	}
@@ -354,17 +354,17 @@ func (c *Cache[V]) lastLoaded(a, b *entry[V]) *entry[V] {
 	case b == nil:
 		return a
 	}
-	if c.loadedAt(a).After(c.loadedAt(b)) {
+	if c.loadedAt(a) > c.loadedAt(b) {
 		return a
 	}
 	return b
 }
 
-func (c *Cache[V]) loadedAt(e *entry[V]) time.Time {
+func (c *Cache[V]) loadedAt(e *entry[V]) int64 {
 	if !e.stale {
-		return e.info.LoadedAt
+		return e.loadedAt
 	}
-	return e.info.ExpiresAt.Add(-c.backoff(e.info.Failures))
+	return after(e.expiresAt, -c.backoff(int(e.failures)))
 }
 
 // newestGood returns the entry holding the newer good value of local and
@@ -372,7 +372,7 @@ func (c *Cache[V]) loadedAt(e *entry[V]) time.Time {
 // as its value can be put back in the Store.
 func newestGood[V any](local, storeGood *entry[V]) *entry[V] {
 	_, localGood := history(local)
-	if localGood == nil || storeGood != nil && !localGood.goodAt.After(storeGood.goodAt) {
+	if localGood == nil || storeGood != nil && localGood.goodAt <= storeGood.goodAt {
 		return storeGood
 	}
 	return localGood
@@ -418,7 +418,7 @@ func (c *Cache[V]) decodeShared(key string, se SharedEntry) *stored[V] {
 		c.log.Warn("cache: shared entry does not decode, loading it again", "key", key, "error", err)
 		return nil
 	}
-	return &stored[V]{e: c.fromShared(se, value, cost, time.Now()), encoded: se.Value}
+	return &stored[V]{e: c.fromShared(se, value, cost, c.clock()), encoded: se.Value}
 }
 
 // decode runs the DecodeFunc, turning a panic into an error: the bytes come
@@ -441,46 +441,37 @@ func (c *Cache[V]) decode(key string, data []byte) (value V, cost int64, err err
 // MaxAge after its load and a failure MaxRetryAfter (a load in the future
 // counting as one now), and a stale value is not served past MaxStale,
 // nor longer than MaxRetryAfter from now.
-func (c *Cache[V]) fromShared(se SharedEntry, value V, cost int64, now time.Time) *entry[V] {
+func (c *Cache[V]) fromShared(se SharedEntry, value V, cost int64, now int64) *entry[V] {
 	e := &entry[V]{
-		value: value,
-		info: Info{
-			Outcome:     se.Outcome,
-			LastOutcome: se.LastOutcome,
-			Failed:      se.Failed,
-			Failures:    max(se.Failures, 0),
-			LoadedAt:    se.LoadedAt,
-			ExpiresAt:   se.ExpiresAt,
-		},
-		stale:  se.Stale && !se.Failed,
-		cost:   chargedCost(cost),
-		goodAt: se.GoodAt,
+		value:       value,
+		outcome:     se.Outcome,
+		lastOutcome: se.LastOutcome,
+		failed:      se.Failed,
+		failures:    failureCount(se.Failures),
+		loadedAt:    c.readingOf(se.LoadedAt),
+		expiresAt:   c.readingOf(se.ExpiresAt),
+		stale:       se.Stale && !se.Failed,
+		cost:        chargedCost(cost),
+		goodAt:      noTime,
 	}
-	if e.info.Failed {
-		e.goodAt = time.Time{}
+	if !e.failed && !se.GoodAt.IsZero() {
+		e.goodAt = c.readingOf(se.GoodAt)
 	}
-	var staleUntil time.Time
-	if !e.goodAt.IsZero() {
-		staleUntil = e.goodAt.Add(c.opts.MaxStale)
+	staleUntil := noTime
+	if e.goodAt != noTime {
+		staleUntil = after(e.goodAt, c.opts.MaxStale)
 	}
-	loadedAt := se.LoadedAt
-	if loadedAt.After(now) {
-		loadedAt = now
-	}
-	latest := loadedAt.Add(c.opts.MaxAge)
+	loadedAt := min(e.loadedAt, now)
+	latest := after(loadedAt, c.opts.MaxAge)
 	switch {
-	case e.info.Failed:
-		latest = loadedAt.Add(c.opts.MaxRetryAfter)
+	case e.failed:
+		latest = after(loadedAt, c.opts.MaxRetryAfter)
 	case e.stale:
-		latest = now.Add(c.opts.MaxRetryAfter)
-		if staleUntil.Before(latest) {
-			latest = staleUntil // zero, and so expired, without a good value
-		}
+		// Without a good value, staleUntil is noTime: expired.
+		latest = min(after(now, c.opts.MaxRetryAfter), staleUntil)
 	}
-	if e.info.ExpiresAt.After(latest) {
-		e.info.ExpiresAt = latest
-	}
-	e.keepUntil = c.keepUntil(e.info.ExpiresAt, staleUntil)
+	e.expiresAt = min(e.expiresAt, latest)
+	e.keepUntil = c.keepUntil(e.expiresAt, staleUntil)
 	return e
 }
 
@@ -489,52 +480,50 @@ func (c *Cache[V]) fromShared(se SharedEntry, value V, cost int64, now time.Time
 // entry holds no good value, or an older one than local's, local's good
 // value is served stale instead, while younger than MaxStale, with the
 // shared entry's failure count and retry time.
-func (c *Cache[V]) adopt(shared *stored[V], local *entry[V], now time.Time) *entry[V] {
-	if shared == nil || !now.Before(shared.e.info.ExpiresAt) {
+func (c *Cache[V]) adopt(shared *stored[V], local *entry[V], now int64) *entry[V] {
+	if shared == nil || now >= shared.e.expiresAt {
 		return nil
 	}
 	e := shared.e
-	if !e.info.Failed && !e.stale {
+	if !e.failed && !e.stale {
 		return e
 	}
 	_, good := history(local)
-	if good == nil || !good.goodAt.After(e.goodAt) || now.Sub(good.goodAt) >= c.opts.MaxStale {
+	if good == nil || good.goodAt <= e.goodAt || !c.staleServable(good, now) {
 		return e
 	}
-	staleUntil := good.goodAt.Add(c.opts.MaxStale)
-	expires := e.info.ExpiresAt
-	if staleUntil.Before(expires) {
-		expires = staleUntil
-	}
+	staleUntil := after(good.goodAt, c.opts.MaxStale)
+	expires := min(e.expiresAt, staleUntil)
 	return &entry[V]{
-		value: good.value,
-		info: Info{
-			Outcome:     good.info.Outcome,
-			LastOutcome: e.info.LastOutcome,
-			Failures:    e.info.Failures,
-			LoadedAt:    good.goodAt,
-			ExpiresAt:   expires,
-		},
-		stale:     true,
-		cost:      good.cost,
-		goodAt:    good.goodAt,
-		keepUntil: c.keepUntil(expires, staleUntil),
+		value:       good.value,
+		outcome:     good.outcome,
+		lastOutcome: e.lastOutcome,
+		failures:    e.failures,
+		loadedAt:    good.goodAt,
+		expiresAt:   expires,
+		stale:       true,
+		cost:        good.cost,
+		goodAt:      good.goodAt,
+		keepUntil:   c.keepUntil(expires, staleUntil),
 	}
 }
 
 // toShared makes the shared entry for e, whose value encoded is. Its times
-// are on the wall clock only: the monotonic reading means nothing to
-// another process.
-func toShared[V any](e *entry[V], encoded []byte) SharedEntry {
-	return SharedEntry{
+// are on the wall clock only, as timeAt maps the cache's clock to it: the
+// monotonic reading means nothing to another process.
+func (c *Cache[V]) toShared(e *entry[V], encoded []byte) SharedEntry {
+	se := SharedEntry{
 		Value:       encoded,
-		Outcome:     e.info.Outcome,
-		LastOutcome: e.info.LastOutcome,
-		Failed:      e.info.Failed,
+		Outcome:     e.outcome,
+		LastOutcome: e.lastOutcome,
+		Failed:      e.failed,
 		Stale:       e.stale,
-		Failures:    e.info.Failures,
-		LoadedAt:    e.info.LoadedAt.Round(0),
-		ExpiresAt:   e.info.ExpiresAt.Round(0),
-		GoodAt:      e.goodAt.Round(0),
+		Failures:    int(e.failures),
+		LoadedAt:    c.timeAt(e.loadedAt).Round(0),
+		ExpiresAt:   c.timeAt(e.expiresAt).Round(0),
 	}
+	if e.goodAt != noTime {
+		se.GoodAt = c.timeAt(e.goodAt).Round(0)
+	}
+	return se
 }

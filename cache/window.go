@@ -5,7 +5,6 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
@@ -28,7 +27,7 @@ func newAdmissionWindow[V any](maxBytes int64) (*admissionWindow[V], error) {
 	w := &admissionWindow[V]{maxBytes: maxBytes}
 	// Bytes bound the window, not a count: put evicts to fit maxBytes, so
 	// the LRU's own bound is set out of reach.
-	lru, err := simplelru.NewLRU(math.MaxInt, func(_ string, e *entry[V]) { w.used -= e.cost })
+	lru, err := simplelru.NewLRU(math.MaxInt, func(key string, e *entry[V]) { w.used -= windowCost(key, e) })
 	if err != nil {
 		return nil, fmt.Errorf("admission window: %w", err)
 	}
@@ -38,14 +37,14 @@ func newAdmissionWindow[V any](maxBytes int64) (*admissionWindow[V], error) {
 
 // get returns the entry for key, or nil if there is none or it is past its
 // keepUntil (it is then dropped).
-func (w *admissionWindow[V]) get(key string, now time.Time) *entry[V] {
+func (w *admissionWindow[V]) get(key string, now int64) *entry[V] {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.lru.Get(key)
 	if !ok {
 		return nil
 	}
-	if !now.Before(e.keepUntil) {
+	if now >= e.keepUntil {
 		w.lru.Remove(key)
 		w.expirations.Add(1)
 		return nil
@@ -61,16 +60,27 @@ func (w *admissionWindow[V]) put(key string, e *entry[V]) bool {
 	// Removed rather than replaced by Add, which would skip the callback
 	// that accounts for the old entry's bytes.
 	w.lru.Remove(key)
-	if e.cost > w.maxBytes {
+	cost := windowCost(key, e)
+	if cost > w.maxBytes {
 		return false
 	}
-	for w.used+e.cost > w.maxBytes {
+	for w.used+cost > w.maxBytes {
 		w.lru.RemoveOldest()
 		w.evictions.Add(1)
 	}
 	w.lru.Add(key, e)
-	w.used += e.cost
+	w.used += cost
 	return true
+}
+
+// windowNodeBytes is what the LRU keeps per entry beside the entry: its
+// list node (80 bytes) and its map slot.
+const windowNodeBytes = 128
+
+// windowCost is what e costs held in the window under key: its cost, the
+// LRU's node, and the key, which the LRU keeps (ristretto keeps a hash).
+func windowCost[V any](key string, e *entry[V]) int64 {
+	return e.cost + windowNodeBytes + int64((len(key)+15)&^15)
 }
 
 // remove drops key's entry, if any.

@@ -331,25 +331,29 @@ type Result struct {
 	// Origin is the canonical origin the rules apply to (see
 	// [robots.OriginOf]), whatever the redirects.
 	Origin string
-	// Status is the status of the last answer, 0 when there was none.
-	Status int
-	// Redirects is how many redirects were followed.
-	Redirects int
-	// FinalURL is the last URL requested.
+	// FinalURL is the last URL requested. (When it is Origin's
+	// /robots.txt, as it mostly is, Origin is a part of it, not a string
+	// of its own.)
 	FinalURL string
-	// Bytes is how many body bytes were read: at most the parse limit
-	// plus one.
-	Bytes int
-	// Truncated reports a body longer than the parse limit.
-	Truncated bool
-	// Duration is how long the fetch took, redirects and parsing
-	// included.
-	Duration time.Duration
+	// TDMRepDetail says in a few words how the tdmrep.json fetch went:
+	// "tdmrep.json: 3 rules", "tdmrep.json 404", "tdmrep.json: invalid
+	// JSON at byte 12: …"; "" without Options.TDMRep.
+	TDMRepDetail string
 	// Err says why the outcome is not OK: a *StatusError, one of the
 	// redirect errors, or the network error, each with the URL; a
 	// *SlotError when robots.txt was not fetched at all, a
 	// *ParseSlotError when it was fetched but not parsed.
 	Err error
+	// Status is the status of the last answer, 0 when there was none.
+	Status int
+	// Redirects is how many redirects were followed.
+	Redirects int
+	// Bytes is how many body bytes were read: at most the parse limit
+	// plus one.
+	Bytes int
+	// Duration is how long the fetch took, redirects and parsing
+	// included.
+	Duration time.Duration
 	// FetchedAt is when the fetch ended.
 	FetchedAt time.Time
 	// Freshness is what the last answer asked of caches.
@@ -358,28 +362,67 @@ type Result struct {
 	// it was fetched (a 2xx answer, redirects followed) and parsed; nil
 	// otherwise. It is kept, cached and shared with robots.txt's rules.
 	TDMRep *usage.TDMRep
-	// TDMRepDetail says in a few words how the tdmrep.json fetch went:
-	// "tdmrep.json: 3 rules", "tdmrep.json 404", "tdmrep.json: invalid
-	// JSON at byte 12: …"; "" without Options.TDMRep.
-	TDMRepDetail string
+	// Truncated reports a body longer than the parse limit.
+	Truncated bool
 	// tdmrepLocal says TDMRep is nil for a reason of this instance's (see
 	// Load).
 	tdmrepLocal tdmrepLocality
 }
 
-// RetainedBytes estimates the memory r keeps alive, parsed rules
-// included, for charging it against a cache budget.
+// RetainedBytes is the memory r keeps alive, parsed rules included, for
+// charging it against a cache budget: r itself and each string it holds,
+// as Go's allocator rounds them (a string that is part of another counts
+// once), and its error, estimated.
 func (r *Result) RetainedBytes() int64 {
 	if r == nil {
 		return 0
 	}
-	n := int64(unsafe.Sizeof(*r)) + int64(len(r.Origin)+len(r.FinalURL)+len(r.TDMRepDetail)) + r.Answer.RetainedBytes() + r.TDMRep.RetainedBytes()
+	n := allocSize(int(unsafe.Sizeof(*r))) + stringBytes(r.Detail) + stringBytes(r.FinalURL) + stringBytes(r.TDMRepDetail) +
+		r.Answer.Robots.RetainedBytes() + r.TDMRep.RetainedBytes()
+	if !within(r.Origin, r.FinalURL) {
+		n += stringBytes(r.Origin)
+	}
 	if r.Err != nil {
 		// A wrapped error is a few small structs and the strings of its
 		// message.
 		n += 128 + 2*int64(len(r.Err.Error()))
 	}
 	return n
+}
+
+// stringBytes is the allocation holding a string of s's length. (A
+// Detail may be a constant, not on the heap: counted all the same.)
+func stringBytes(s string) int64 { return allocSize(len(s)) }
+
+// sizeClasses are the sizes of Go's small allocations (runtime's
+// sizeclasses.go): an allocation of up to 32 KiB takes the first at least
+// as large.
+var sizeClasses = [...]int32{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256,
+	288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792,
+	2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240,
+	10880, 12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, 32768}
+
+// allocSize is the heap an allocation of n bytes without pointers takes:
+// its size class, or whole 8 KiB pages past 32 KiB.
+func allocSize(n int) int64 {
+	if n <= 0 {
+		return 0
+	}
+	if n > int(sizeClasses[len(sizeClasses)-1]) {
+		const page = 8 << 10
+		return int64((n + page - 1) &^ (page - 1))
+	}
+	i, _ := slices.BinarySearch(sizeClasses[:], int32(n))
+	return int64(sizeClasses[i])
+}
+
+// within reports whether s is part of the string t (shares its bytes).
+func within(s, t string) bool {
+	if len(s) == 0 || len(t) == 0 || len(s) > len(t) {
+		return len(s) == 0
+	}
+	p, q := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(t)))
+	return q <= p && p+uintptr(len(s)) <= q+uintptr(len(t))
 }
 
 // maxResultBytes bounds what a Result keeps beside its rules (see
@@ -434,7 +477,25 @@ func (f *Fetcher) fetchBodies(ctx context.Context, origin string) (*Result, bodi
 	}
 	res.FetchedAt = time.Now()
 	res.Duration = res.FetchedAt.Sub(start)
+	res.compact()
 	return res, b
+}
+
+// robotsPath is the path of robots.txt, which FinalURL mostly ends in.
+const robotsPath = "/robots.txt"
+
+// compact makes the strings r keeps as small as they can be, as a cache
+// may keep r long: FinalURL in an allocation of its own length (URL.String
+// makes a larger one), and Origin a part of it when FinalURL is Origin's
+// robots.txt.
+func (r *Result) compact() {
+	switch {
+	case len(r.FinalURL) == len(r.Origin)+len(robotsPath) && strings.HasPrefix(r.FinalURL, r.Origin) && strings.HasSuffix(r.FinalURL, robotsPath):
+		r.FinalURL = r.Origin + robotsPath
+		r.Origin = r.FinalURL[:len(r.Origin)]
+	case r.FinalURL != "":
+		r.FinalURL = strings.Clone(r.FinalURL)
+	}
 }
 
 // fetchInSlot fetches res.Origin once its client has a slot, and returns

@@ -14,22 +14,24 @@ import (
 // answer is nobody's private copy, and it is never served to a client.
 type Freshness struct {
 	// MaxAge is s-maxage, or else max-age; an invalid value counts as 0
-	// (stale, RFC 9111 §4.2.1).
-	MaxAge    time.Duration
+	// (stale, RFC 9111 §4.2.1). HasMaxAge says whether there was one.
+	MaxAge time.Duration
+	// Age is the Age header: how long the answer sat in caches on the way.
+	Age time.Duration
+	// Expires is the Expires header; zero with HasExpires when it is not
+	// a valid date, which means already expired (RFC 9111 §5.3).
+	Expires time.Time
+	// Date is the answer's Date header, or when it arrived when there is
+	// none: Expires counts from it.
+	Date time.Time
+	// The flags come last, together, to keep the struct small: a cached
+	// Result holds one.
 	HasMaxAge bool
 	// NoStore and NoCache report those Cache-Control directives; a
 	// no-cache that names header fields only concerns those fields, which
 	// robotsgate does not keep, and is not reported.
 	NoStore, NoCache bool
-	// Expires is the Expires header; zero with HasExpires when it is not
-	// a valid date, which means already expired (RFC 9111 §5.3).
-	Expires    time.Time
-	HasExpires bool
-	// Date is the answer's Date header, or when it arrived when there is
-	// none: Expires counts from it.
-	Date time.Time
-	// Age is the Age header: how long the answer sat in caches on the way.
-	Age time.Duration
+	HasExpires       bool
 }
 
 // TTL returns how long the answer may be used from when it arrived, and

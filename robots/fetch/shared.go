@@ -293,6 +293,7 @@ func (f *Fetcher) decodeShared(origin string, data []byte) (*Result, bodies, err
 		kind, _ := errOfKind(h.ErrKind)
 		res.Err = &sharedError{msg: h.Err, kind: kind}
 	}
+	res.compact()
 	if h.TDMRep == nil || !f.opts.TDMRep {
 		return res, bodies{robots: b.robots}, nil
 	}
