@@ -184,7 +184,8 @@ type Stats struct {
 	// Uncacheable counts loaded values too large to keep at all; they were
 	// returned to the waiting Gets and not cached.
 	Uncacheable uint64
-	// CostBytes is the number of bytes currently charged against MaxBytes.
+	// CostBytes is the number of bytes currently charged against
+	// MaxBytes: the entries held, and the index (IndexBytes) always.
 	CostBytes int64
 	// MaxBytes is the budget.
 	MaxBytes int64
@@ -381,7 +382,9 @@ func New[V any](opts Options, load LoadFunc[V]) (*Cache[V], error) {
 		loads:  make(map[string]uint64),
 		descs:  newDescs(opts.MetricsPrefix),
 	}
-	c.main, err = ristretto.NewCache(c.ristrettoConfig(opts.MaxBytes - windowBytes))
+	// The index ristretto allocates for the budget is memory the budget
+	// causes: it is charged first, and the entries get the rest.
+	c.main, err = ristretto.NewCache(c.ristrettoConfig(opts.MaxBytes - windowBytes - IndexBytes(opts.MaxBytes)))
 	if err != nil {
 		return nil, fmt.Errorf("cache: creating ristretto cache: %w", err)
 	}
@@ -409,11 +412,12 @@ func (c *Cache[V]) ristrettoConfig(maxCost int64) *ristretto.Config[string, *ent
 func numCounters(maxBytes int64) int64 { return max(10*maxBytes/typicalEntryBytes, minCounters) }
 
 // IndexBytes is the memory a Cache with the budget maxBytes allocates when
-// it is made, whatever it holds, beside MaxBytes: ristretto's admission
+// it is made, whatever it holds, out of MaxBytes: ristretto's admission
 // index, a frequency sketch (4 rows of 4-bit counters) and a bloom filter
 // (1% false positives), each rounded up to a power of two, for ten
 // counters per 3 KiB of budget: 12 to 24 KiB per MiB of budget (1.2% to
-// 2.3%), as the rounding falls. It is not charged against MaxBytes.
+// 2.3%), as the rounding falls. It is charged against MaxBytes from the
+// start, so that the budget bounds all the memory it causes.
 func IndexBytes(maxBytes int64) int64 {
 	n := numCounters(maxBytes)
 	sketch := 4 * nextPowerOfTwo(n) / 2
@@ -825,7 +829,7 @@ func (c *Cache[V]) Stats() Stats {
 	c.loadsMu.Unlock()
 	c.closeMu.RLock()
 	if !c.closed.Load() {
-		s.CostBytes = c.main.MaxCost() - c.main.RemainingCost() + c.window.bytes()
+		s.CostBytes = IndexBytes(c.opts.MaxBytes) + c.main.MaxCost() - c.main.RemainingCost() + c.window.bytes()
 	}
 	c.closeMu.RUnlock()
 	return s

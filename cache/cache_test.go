@@ -347,7 +347,7 @@ func TestGetLoadsOnceThenServesFromMemory(t *testing.T) {
 	if s.Hits != 3 || s.Misses != 2 || s.Loads["ok"] != 2 || len(s.Loads) != 1 {
 		t.Errorf("Stats = %+v, want 3 hits, 2 misses, 2 ok loads", s)
 	}
-	if want := int64(2 * (100 + entryOverhead)); s.CostBytes != want {
+	if want := int64(2 * (100 + entryOverhead)); entryBytes(s) != want {
 		t.Errorf("CostBytes = %d, want %d", s.CostBytes, want)
 	}
 }
@@ -649,11 +649,11 @@ func TestUnusedEntriesLeaveMemory(t *testing.T) {
 		get(t, c, key, key+"#1", SourceLoaded)
 
 		time.Sleep(2*time.Hour + 15*time.Minute - time.Second)
-		if s := c.Stats(); s.CostBytes != 1000+entryOverhead || s.Expirations != 0 {
+		if s := c.Stats(); entryBytes(s) != 1000+entryOverhead || s.Expirations != 0 {
 			t.Fatalf("before the horizon: %+v", s)
 		}
 		time.Sleep(time.Second + 10*time.Minute) // past it, and past a cleanup tick
-		if s := c.Stats(); s.CostBytes != 0 || s.Expirations != 1 || s.Evictions != 0 {
+		if s := c.Stats(); entryBytes(s) != 0 || s.Expirations != 1 || s.Evictions != 0 {
 			t.Fatalf("after the horizon: %+v, want the entry expired", s)
 		}
 		o.answer(Result[string]{Value: "disallow all", Failed: true})
@@ -863,7 +863,7 @@ func TestRefusedValueIsServedFromWindow(t *testing.T) {
 	// of 32 bytes or less).
 	perEntry := int64(10_000+entryOverhead+windowNodeBytes) + 32
 	fit := maxBytes / windowDivisor / perEntry
-	if s.Rejections != keys || s.Evictions != keys-uint64(fit) || s.CostBytes != fit*perEntry {
+	if s.Rejections != keys || s.Evictions != keys-uint64(fit) || entryBytes(s) != fit*perEntry {
 		t.Errorf("Stats = %+v; want %d rejections, %d in the window", s, keys, fit)
 	}
 	// The oldest keys left the window and load again.
@@ -872,7 +872,8 @@ func TestRefusedValueIsServedFromWindow(t *testing.T) {
 
 // TestWindowRoomForLargestCost: the admission window is 1/16 of the
 // budget, or room for a value of LargestCost if that is more, up to half
-// the budget; ristretto holds the rest, so the two add up to MaxBytes.
+// the budget; ristretto's index is charged, and its entries hold the rest,
+// so the three add up to MaxBytes.
 func TestWindowRoomForLargestCost(t *testing.T) {
 	const maxBytes = 64 << 20
 	for _, tt := range []struct {
@@ -890,8 +891,8 @@ func TestWindowRoomForLargestCost(t *testing.T) {
 		c := newCache(t, o, newOrigin(Result[string]{}).load)
 		window, main := c.window.maxBytes, c.main.MaxCost()
 		c.Close()
-		if window != tt.wantWindow || window+main != tt.maxBytes {
-			t.Errorf("MaxBytes %d, LargestCost %d: window %d, ristretto %d; want window %d, the two adding up to MaxBytes",
+		if window != tt.wantWindow || window+main+IndexBytes(tt.maxBytes) != tt.maxBytes {
+			t.Errorf("MaxBytes %d, LargestCost %d: window %d, ristretto %d; want window %d, the two and the index adding up to MaxBytes",
 				tt.maxBytes, tt.largest, window, main, tt.wantWindow)
 		}
 		if kept := o.LargestKept(); kept != window-windowEntryBytes || (kept < tt.largest) != (tt.largest+windowEntryBytes > tt.maxBytes/2) {
@@ -943,7 +944,7 @@ func TestTooLargeValueIsServedNotCached(t *testing.T) {
 	defer c.Close()
 	get(t, c, "big", "big#1", SourceLoaded)
 	get(t, c, "big", "big#2", SourceLoaded)
-	if s := c.Stats(); s.Uncacheable != 2 || s.CostBytes != 0 {
+	if s := c.Stats(); s.Uncacheable != 2 || entryBytes(s) != 0 {
 		t.Errorf("Stats = %+v", s)
 	}
 	if recs := logs.records(t, "cache: value too large to cache"); len(recs) != 2 || recs[0]["key"] != "big" {
@@ -999,3 +1000,7 @@ func TestSourceString(t *testing.T) {
 		}
 	}
 }
+
+// entryBytes is what the entries held are charged: CostBytes without the
+// index, which is charged from the start.
+func entryBytes(s Stats) int64 { return s.CostBytes - IndexBytes(s.MaxBytes) }

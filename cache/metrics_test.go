@@ -44,7 +44,7 @@ robotsgate_robots_cache_loads_total{outcome="unreachable"} 1
 robotsgate_robots_cache_lookups_total{result="hit"} 1
 robotsgate_robots_cache_lookups_total{result="miss"} 2
 robotsgate_robots_cache_lookups_total{result="stale"} 1
-`, DefaultMaxBytes, 2*(1000+entryOverhead))
+`, DefaultMaxBytes, IndexBytes(DefaultMaxBytes)+2*(1000+entryOverhead))
 		if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 			t.Error(err)
 		}
