@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -91,21 +92,31 @@ func benchOriginsRSS(b *testing.B, body []byte, holdsAll bool) {
 	}
 
 	// Fetches are counted per origin, by the port the request came in on.
-	var fetches atomic.Int64
-	var perOrigin sync.Map // local address -> *atomic.Int64
+	// Only robotsgate's own count: the ports are the machine's, and another
+	// process may ask one of them for a robots.txt (a robotsgate of another
+	// test refetching for an origin that had the port before, say).
+	fetchUA := "robotsgate-origins-bench/" + strconv.Itoa(os.Getpid()) + "." + strconv.FormatInt(time.Now().UnixNano(), 36)
+	served := time.Now()
+	var fetches, strays atomic.Int64
+	var perOrigin sync.Map // local address -> *originFetches
 	length := strconv.Itoa(len(body))
 	addrs := serveOrigins(b, b.N, func(w http.ResponseWriter, r *http.Request) {
-		fetches.Add(1)
+		ours := r.UserAgent() == fetchUA
+		if ours {
+			fetches.Add(1)
+		} else {
+			strays.Add(1)
+		}
 		if addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-			n, _ := perOrigin.LoadOrStore(addr.String(), new(atomic.Int64))
-			n.(*atomic.Int64).Add(1)
+			f, _ := perOrigin.LoadOrStore(addr.String(), new(originFetches))
+			f.(*originFetches).add(ours, fmt.Sprintf("%q from %s at +%v", r.UserAgent(), r.RemoteAddr, time.Since(served).Round(time.Millisecond)))
 		}
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("Content-Length", length)
 		w.Write(body)
 	})
 
-	var env []string
+	env := []string{"ROBOTSGATE_FETCH_USER_AGENT=" + fetchUA}
 	if holdsAll {
 		env = append(env, "ROBOTSGATE_CACHE_MAX_BYTES="+originsBudget)
 	}
@@ -158,7 +169,7 @@ func benchOriginsRSS(b *testing.B, body []byte, holdsAll bool) {
 	b.ReportMetric(delta("process_open_fds"), "fds-added")
 	b.Logf("%d origins of %d bytes, %d clients: round 1 took %v (%d fetches), rounds 2-%d %v (%d fetches); cache %.1f MiB of %.0f MiB (%v evicted); "+
 		"rss %.1f -> %.1f -> %.1f MiB; heap_inuse %.1f -> %.1f -> %.1f MiB; heap_alloc %.1f MiB; heap_objects %v -> %v; next GC at %.1f MiB; heap_idle %.1f MiB, heap_released %.1f MiB; stack_inuse %.1f MiB; sys %.1f MiB; gcs %v; "+
-		"goroutines %v -> %v; open fds %v -> %v; pace schedules %v",
+		"goroutines %v -> %v; open fds %v -> %v; pace schedules %v; robots.txt requests from other processes %d",
 		b.N, len(body), originsClients, round1Took.Round(time.Millisecond), round1Fetches, originsRounds, laterTook.Round(time.Millisecond), total-round1Fetches,
 		mib(cache), mib(after["robotsgate_robots_cache_budget_bytes"]), after["robotsgate_robots_cache_evictions_total"],
 		mib(start["process_resident_memory_bytes"]), mib(round1["process_resident_memory_bytes"]), mib(after["process_resident_memory_bytes"]),
@@ -167,25 +178,60 @@ func benchOriginsRSS(b *testing.B, body []byte, holdsAll bool) {
 		mib(after["go_memstats_next_gc_bytes"]), mib(after["go_memstats_heap_idle_bytes"]), mib(after["go_memstats_heap_released_bytes"]),
 		mib(after["go_memstats_stack_inuse_bytes"]), mib(after["go_memstats_sys_bytes"]),
 		after["go_gc_duration_seconds_count"]-start["go_gc_duration_seconds_count"],
-		start["go_goroutines"], after["go_goroutines"], start["process_open_fds"], after["process_open_fds"], after["robotsgate_pace_schedules"])
+		start["go_goroutines"], after["go_goroutines"], start["process_open_fds"], after["process_open_fds"], after["robotsgate_pace_schedules"], strays.Load())
 
 	if !holdsAll {
 		return
 	}
 	var wrong []string
 	for _, addr := range addrs {
-		got := int64(0)
+		var f *originFetches
 		if v, ok := perOrigin.Load(addr); ok {
-			got = v.(*atomic.Int64).Load()
+			f = v.(*originFetches)
 		}
-		if got != 1 {
-			wrong = append(wrong, addr+": "+strconv.FormatInt(got, 10))
+		if got := f.count(); got != 1 {
+			wrong = append(wrong, fmt.Sprintf("%s: %d (%s)", addr, got, f))
 		}
 	}
 	if total != int64(b.N) || len(wrong) > 0 {
 		b.Fatalf("with a cache budget of %s that holds them all, %d origins saw %d robots.txt fetches in %d rounds (%d in round 1; cache %.1f MiB charged, %v evicted), want exactly one each; %d origins differ, first: %s",
-			originsBudget, b.N, total, originsRounds, round1Fetches, mib(cache), after["robotsgate_robots_cache_evictions_total"], len(wrong), strings.Join(wrong[:min(len(wrong), 5)], ", "))
+			originsBudget, b.N, total, originsRounds, round1Fetches, mib(cache), after["robotsgate_robots_cache_evictions_total"], len(wrong), strings.Join(wrong[:min(len(wrong), 5)], "; "))
 	}
+}
+
+// originFetches are the robots.txt requests one origin received.
+type originFetches struct {
+	mu   sync.Mutex
+	ours int      // from the robotsgate under test
+	seen []string // every request, described
+}
+
+func (f *originFetches) add(ours bool, desc string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ours {
+		f.ours++
+	}
+	f.seen = append(f.seen, desc)
+}
+
+// count is the fetches from the robotsgate under test; none for a nil f.
+func (f *originFetches) count() int {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ours
+}
+
+func (f *originFetches) String() string {
+	if f == nil {
+		return "no request"
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Join(f.seen, ", ")
 }
 
 // childEnv is the last NAME=value robotsgate was started with, or
