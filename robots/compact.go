@@ -121,20 +121,33 @@ type ruleGroup struct {
 // match of each group and the earliest of those in rule order, which is
 // the first match of the merged rules.
 type ruleSet struct {
-	pace time.Duration
 	// key (the lower-cased name, "*" for the global groups) and name (as
 	// first written) are offsets into the text.
-	key, name uint32
+	key, name       uint32
+	keyLen, nameLen uint16 // a name is on one line
 	// lines is the span of Robots.agentLines holding the user-agent
-	// lines that selected these groups; groups and usage the spans of
+	// lines that selected these groups; groups the span of
 	// Robots.indices holding the indices of those of them with rules (in
-	// Robots.groups) and with usage lines (in Robots.usage), in file
-	// order.
-	lines, groups, usage span
-	paceLine, paceValue  uint32 // paceLine is 0 when no group asks for a pace
-	keyLen, nameLen      uint16 // a name is on one line
-	paceLen              uint8  // at most maxPaceValue
-	paceDirective        Directive
+	// Robots.groups), in file order, followed up to usageEnd by those of
+	// the groups with usage lines (in rareParts.usage).
+	lines, groups span
+	usageEnd      uint32
+	// pace is 1 + the index of the pace in rareParts.paces; 0 when no
+	// group asks for one.
+	pace uint32
+}
+
+// usage is the span of Robots.indices holding the indices of the groups
+// with usage lines.
+func (s *ruleSet) usage() span { return span{s.groups.end, s.usageEnd} }
+
+// paceRecord is a Pace as kept, its value in the text.
+type paceRecord struct {
+	interval  time.Duration
+	line      uint32
+	value     uint32
+	valueLen  uint8 // at most maxPaceValue
+	directive Directive
 }
 
 // product is the rule set of one product in its file; s is nil when no
@@ -159,15 +172,16 @@ func (p product) agentLines() []int {
 func (p product) groups() []uint32 { return p.r.indices[p.s.groups.start:p.s.groups.end] }
 
 // usageGroups are the indices of the groups with usage lines.
-func (p product) usageGroups() []uint32 { return p.r.indices[p.s.usage.start:p.s.usage.end] }
+func (p product) usageGroups() []uint32 { return p.r.indices[p.s.groups.end:p.s.usageEnd] }
 
-// pace is what the groups ask of the product's pace.
-func (p product) pace() Pace {
-	s := p.s
-	if s.paceLine == 0 {
-		return Pace{}
+// pace is what the groups ask of the product's pace; false when they ask
+// nothing.
+func (p product) pace() (Pace, bool) {
+	if p.s.pace == 0 {
+		return Pace{}, false
 	}
-	return Pace{Interval: s.pace, Directive: s.paceDirective, Line: int(s.paceLine), Value: p.r.text[s.paceValue : s.paceValue+uint32(s.paceLen)]}
+	x := &p.r.rare.paces[p.s.pace-1]
+	return Pace{Interval: x.interval, Directive: x.directive, Line: int(x.line), Value: p.r.text[x.value : x.value+uint32(x.valueLen)]}, true
 }
 
 // ruleSetFor finds the groups for token, falling back to "*": a binary
@@ -249,7 +263,9 @@ type compactor struct {
 	sets     []ruleSet
 	indices  []uint32
 	lines    []int
+	paces    []paceRecord
 	sitemaps span
+	placed   map[string]rule // by value as written, the rules placed so far
 }
 
 // put places s in the text and returns its offset.
@@ -270,12 +286,21 @@ func (c *compactor) place(x, prev *compiledRule) {
 		x.rec.meta |= prev.rec.meta & ruleWrittenBefore
 		return
 	}
-	x.rec.off = c.put(x.written)
-	if w := x.written; w == expr || x.pattern.anchored && len(w) == len(expr)+1 && w[:len(expr)] == expr {
+	// Files repeat their rules in group after group: each value is kept
+	// once.
+	if c.placed == nil {
+		c.placed = make(map[string]rule)
+	} else if at, ok := c.placed[x.written]; ok {
+		x.rec.off = at.off
+		x.rec.meta |= at.meta & ruleWrittenBefore
 		return
 	}
-	x.rec.off = c.put(expr)
-	x.rec.meta |= ruleWrittenBefore
+	x.rec.off = c.put(x.written)
+	if w := x.written; w != expr && !(x.pattern.anchored && len(w) == len(expr)+1 && w[:len(expr)] == expr) {
+		x.rec.off = c.put(expr)
+		x.rec.meta |= ruleWrittenBefore
+	}
+	c.placed[x.written] = x.rec
 }
 
 // addGroup keeps the rules of a group, in the order drafts gives them,
@@ -326,7 +351,7 @@ type nameSpec struct {
 
 // addName keeps a product name; names must be added in key order.
 func (c *compactor) addName(n *nameSpec) {
-	s := ruleSet{pace: n.pace.Interval, keyLen: uint16(len(n.key)), nameLen: uint16(len(n.name))}
+	s := ruleSet{keyLen: uint16(len(n.key)), nameLen: uint16(len(n.name))}
 	s.key = c.put(n.key)
 	if s.name = s.key; n.name != n.key {
 		s.name = c.put(n.name)
@@ -335,10 +360,11 @@ func (c *compactor) addName(n *nameSpec) {
 	c.lines = append(c.lines, n.lines...)
 	s.lines.end = uint32(len(c.lines))
 	s.groups = c.addIndices(n.groups)
-	s.usage = c.addIndices(n.usage)
+	s.usageEnd = c.addIndices(n.usage).end
 	if n.pace.Line != 0 {
-		s.paceLine, s.paceDirective = uint32(n.pace.Line), n.pace.Directive
-		s.paceValue, s.paceLen = c.put(n.pace.Value), uint8(len(n.pace.Value))
+		c.paces = append(c.paces, paceRecord{interval: n.pace.Interval, line: uint32(n.pace.Line), directive: n.pace.Directive,
+			value: c.put(n.pace.Value), valueLen: uint8(len(n.pace.Value))})
+		s.pace = uint32(len(c.paces))
 	}
 	c.sets = append(c.sets, s)
 }

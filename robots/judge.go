@@ -34,11 +34,11 @@ type readingPlan struct {
 func (r *Robots) Prepare(token, pathAndQuery string) Judgement {
 	rs := r.ruleSetFor(token)
 	j := Judgement{outcome: OutcomeOK, p: rs, path: pathAndQuery}
-	if rs.s == nil || rs.s.groups.len() == 0 && rs.s.usage.len() == 0 {
+	if rs.s == nil || rs.s.groups.len() == 0 && rs.s.usage().len() == 0 {
 		return j // nothing to match
 	}
 	load := rs.load()
-	if rs.s.usage.len() > 0 {
+	if rs.s.usage().len() > 0 {
 		// The usage lines are matched against the same readings
 		// (Judgement.Usage): the estimate is of both.
 		u := rs.usageLoad()

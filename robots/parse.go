@@ -404,9 +404,10 @@ func (b *builder) finish() *Robots {
 	c.addSitemaps(b.sitemapList)
 	c.finish(r)
 	r.retained = r.compactSize()
-	if len(usageGroups) > 0 || len(b.ignored) > 0 {
-		rare := &rareParts{usage: keepUsage(r.text, usageAll, usageGroups, usageAt), ignored: slices.Clip(b.ignored)}
+	if len(c.paces) > 0 || len(usageGroups) > 0 || len(b.ignored) > 0 {
+		rare := &rareParts{paces: slices.Clone(c.paces), usage: keepUsage(r.text, usageAll, usageGroups, usageAt), ignored: slices.Clip(b.ignored)}
 		r.retained += allocSize(int(unsafe.Sizeof(*rare))) + usageSize(usageAll, usageGroups) +
+			allocSize(int(unsafe.Sizeof(paceRecord{}))*len(rare.paces)) +
 			allocSize(int(unsafe.Sizeof(IgnoredLine{}))*cap(rare.ignored))
 		for i := range rare.ignored {
 			rare.ignored[i].Key = strings.Clone(rare.ignored[i].Key)

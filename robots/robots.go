@@ -31,6 +31,7 @@ type Robots struct {
 // rareParts is what few files have, kept apart so that the others do not
 // pay for its fields.
 type rareParts struct {
+	paces   []paceRecord  // the paces of the product names that ask for one
 	usage   []usageGroup  // the groups with usage lines, in file order
 	ignored []IgnoredLine // only with Parser.KeepIgnored
 }
@@ -256,8 +257,8 @@ func (r *Robots) RetainedBytes() int64 {
 // same groups as its rules'); false when none of them asks anything.
 func (r *Robots) Pace(token string) (Pace, bool) {
 	p := r.ruleSetFor(token)
-	if p.s == nil || p.s.paceLine == 0 {
+	if p.s == nil {
 		return Pace{}, false
 	}
-	return p.pace(), true
+	return p.pace()
 }

@@ -206,7 +206,7 @@ func (r *Robots) Usage(token, pathAndQuery string) []UsageLine {
 // [Judgement.Cost] includes: a proxy weighs both before it matches either.
 func (j *Judgement) Usage() []UsageLine {
 	rs := j.p
-	if j.outcome != OutcomeOK || rs.s == nil || rs.s.usage.len() == 0 {
+	if j.outcome != OutcomeOK || rs.s == nil || rs.s.usage().len() == 0 {
 		return nil
 	}
 	if rs.usageLoad().all.base16 == 0 {
@@ -330,7 +330,7 @@ func (r *Robots) UsageEverywhere(token string) []UsageLine {
 		return nil
 	}
 	rs := r.ruleSetFor(token)
-	if rs.s == nil || rs.s.usage.len() == 0 {
+	if rs.s == nil || rs.s.usage().len() == 0 {
 		return nil
 	}
 	everywhere := func(u *usageRule) bool { return u.Path == "" || u.pattern.matchesEveryPath() }
