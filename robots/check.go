@@ -195,10 +195,18 @@ func (p product) firstMatch(path string) int {
 			if best >= 0 && x.order() > bestOrder {
 				break
 			}
-			if r.matches(x, path) {
-				best, bestOrder = int(i), x.order()
-				break
+			// r.matches, its commonest outcomes decided in the loop.
+			expr := r.text[x.off : x.off+uint32(x.n)]
+			if x.star == noStar {
+				if x.meta&ruleAnchored == 0 && !strings.HasPrefix(path, expr) || x.meta&ruleAnchored != 0 && path != expr {
+					continue
+				}
+			} else if star := int(x.star); len(path) < star || path[:star] != expr[:star] ||
+				!matchPastStar(path[star:], expr[star+1:], x.meta&ruleAnchored != 0, x.meta&ruleSingle != 0) {
+				continue
 			}
+			best, bestOrder = int(i), x.order()
+			break
 		}
 	}
 	return best

@@ -81,9 +81,22 @@ func (r *Robots) patternOf(x *rule) pattern {
 	return p
 }
 
-// matches reports whether the rule matches a normalised path.
+// matches reports whether the rule matches a normalised path: matchExpr,
+// its commonest failures, a literal that the path does not start with,
+// decided inline.
 func (r *Robots) matches(x *rule, path string) bool {
-	return matchExpr(r.text[x.off:x.off+uint32(x.n)], int(x.star), x.meta&ruleAnchored != 0, x.meta&ruleSingle != 0, path)
+	expr := r.text[x.off : x.off+uint32(x.n)]
+	if x.star == noStar {
+		if x.meta&ruleAnchored != 0 {
+			return path == expr
+		}
+		return len(path) >= len(expr) && path[:len(expr)] == expr
+	}
+	star := int(x.star)
+	if len(path) < star || path[:star] != expr[:star] {
+		return false
+	}
+	return matchPastStar(path[star:], expr[star+1:], x.meta&ruleAnchored != 0, x.meta&ruleSingle != 0)
 }
 
 // ruleAt is the i-th rule as handed out.
@@ -184,12 +197,20 @@ func (p product) pace() (Pace, bool) {
 	return Pace{Interval: x.interval, Directive: x.directive, Line: int(x.line), Value: p.r.text[x.value : x.value+uint32(x.valueLen)]}, true
 }
 
-// ruleSetFor finds the groups for token, falling back to "*": a binary
-// search of the names, which are sorted by key, comparing the token
-// lower-cased as it goes.
+// ruleSetFor finds the groups for token, falling back to "*": the names
+// are sorted by key; a few are compared in turn, lengths first, more are
+// searched for by halves, the token lower-cased as it is compared.
 func (r *Robots) ruleSetFor(token string) product {
 	if r == nil {
 		return product{}
+	}
+	if len(r.sets) <= 8 {
+		for i := range r.sets {
+			if s := &r.sets[i]; int(s.keyLen) == len(token) && compareLower(token, r.text[s.key:s.key+uint32(s.keyLen)]) == 0 {
+				return product{r, s}
+			}
+		}
+		return r.globalSet()
 	}
 	lo, hi := 0, len(r.sets)
 	for lo < hi {
@@ -204,6 +225,11 @@ func (r *Robots) ruleSetFor(token string) product {
 			hi = m
 		}
 	}
+	return r.globalSet()
+}
+
+// globalSet is the "*" groups' rule set.
+func (r *Robots) globalSet() product {
 	if r.global < 0 {
 		return product{}
 	}
@@ -265,7 +291,8 @@ type compactor struct {
 	lines    []int
 	paces    []paceRecord
 	sitemaps span
-	placed   map[string]rule // by value as written, the rules placed so far
+	placed   map[string]rule // by value as written, the rules placed so far; nil with one group
+	largest  int             // the most rules of a group
 }
 
 // put places s in the text and returns its offset.
@@ -288,9 +315,7 @@ func (c *compactor) place(x, prev *compiledRule) {
 	}
 	// Files repeat their rules in group after group: each value is kept
 	// once.
-	if c.placed == nil {
-		c.placed = make(map[string]rule)
-	} else if at, ok := c.placed[x.written]; ok {
+	if at, ok := c.placed[x.written]; ok {
 		x.rec.off = at.off
 		x.rec.meta |= at.meta & ruleWrittenBefore
 		return
@@ -300,7 +325,9 @@ func (c *compactor) place(x, prev *compiledRule) {
 		x.rec.off = c.put(expr)
 		x.rec.meta |= ruleWrittenBefore
 	}
-	c.placed[x.written] = x.rec
+	if c.placed != nil {
+		c.placed[x.written] = x.rec
+	}
 }
 
 // addGroup keeps the rules of a group, in the order drafts gives them,
@@ -392,11 +419,11 @@ func (c *compactor) addSitemaps(urls []string) {
 // finish copies what was built into r, each slice of its exact length.
 func (c *compactor) finish(r *Robots) {
 	r.text = string(c.text)
-	r.rules = slices.Clone(c.rules)
-	r.groups = slices.Clone(c.groups)
-	r.sets = slices.Clone(c.sets)
-	r.indices = slices.Clone(c.indices)
-	r.agentLines = slices.Clone(c.lines)
+	r.rules = exact(c.rules)
+	r.groups = exact(c.groups)
+	r.sets = exact(c.sets)
+	r.indices = exact(c.indices)
+	r.agentLines = exact(c.lines)
 	r.sitemaps = c.sitemaps
 	r.global = -1
 	for i := range r.sets {
@@ -404,6 +431,14 @@ func (c *compactor) finish(r *Robots) {
 			r.global = int32(i)
 		}
 	}
+}
+
+// exact is s, in an array of its length: a copy when s has spare room.
+func exact[T any](s []T) []T {
+	if len(s) == cap(s) {
+		return s
+	}
+	return slices.Clone(s)
 }
 
 // compactSize is the heap the compact form keeps, each allocation

@@ -373,8 +373,8 @@ func secondsToDuration(seconds float64) time.Duration {
 // string it keeps copied out of the body into one text.
 func (b *builder) finish() *Robots {
 	r := b.robots
-	var c compactor
-	var scratch []compiledRule
+	c := b.sizedCompactor()
+	scratch := make([]compiledRule, 0, c.largest)
 	for _, g := range b.groups {
 		scratch = compileRules(scratch[:0], g.rules)
 		g.compiled = c.addGroup(scratch)
@@ -416,6 +416,43 @@ func (b *builder) finish() *Robots {
 		r.rare = rare
 	}
 	return r
+}
+
+// sizedCompactor is a compactor whose slices have room for the whole
+// file, so that building it grows none: the rules (the implied ones
+// included: duplicates dropped make it an upper bound), the groups, the
+// names and their lines, and most of the text.
+func (b *builder) sizedCompactor() compactor {
+	var rules, groups, largest, lines, refs, text int
+	for _, g := range b.groups {
+		n := len(g.rules)
+		for _, d := range g.rules {
+			text += len(d.value)
+			if d.allow && impliedPattern(d.value) != "" {
+				n++
+			}
+		}
+		if n > 0 {
+			groups++
+		}
+		rules, largest = rules+n, max(largest, n)
+	}
+	for key, ng := range b.names {
+		lines, refs, text = lines+len(ng.lines), refs+len(ng.groups), text+len(key)+len(ng.name)
+	}
+	for _, s := range b.sitemapList {
+		text += len(s) + 1
+	}
+	c := compactor{
+		text: make([]byte, 0, text), rules: make([]rule, 0, rules), groups: make([]ruleGroup, 0, groups),
+		sets: make([]ruleSet, 0, len(b.names)), lines: make([]int, 0, lines), largest: largest,
+	}
+	c.indices = make([]uint32, 0, refs+rules/4)
+	if groups > 1 {
+		// Only then may a value repeat in another group.
+		c.placed = make(map[string]rule, rules)
+	}
+	return c
 }
 
 // allocSize rounds a request up as Go's allocator does: to its size

@@ -80,7 +80,13 @@ func matchExpr(expr string, star int, anchored, single bool, path string) bool {
 	if !strings.HasPrefix(path, expr[:star]) {
 		return false
 	}
-	path, expr = path[star:], expr[star+1:]
+	return matchPastStar(path[star:], expr[star+1:], anchored, single)
+}
+
+// matchPastStar is matchExpr past the first '*' of the pattern, which
+// matched the path up to it: expr is what follows the '*', path what
+// follows the bytes matched.
+func matchPastStar(path, expr string, anchored, single bool) bool {
 	if single {
 		if anchored {
 			return strings.HasSuffix(path, expr)
@@ -88,7 +94,7 @@ func matchExpr(expr string, star int, anchored, single bool, path string) bool {
 		return strings.Contains(path, expr)
 	}
 	for {
-		star = strings.IndexByte(expr, '*')
+		star := strings.IndexByte(expr, '*')
 		if star < 0 {
 			if anchored {
 				return strings.HasSuffix(path, expr)
