@@ -38,7 +38,7 @@ func decisionValue(d *decision) string {
 	if f := d.decidedByPolicy(); f != nil {
 		b.WriteString(policyParams(f))
 	}
-	if r := d.verdict.Rule; r != nil {
+	if r := d.verdict.Rule; !r.IsZero() {
 		param("rule", shown(r.Pattern))
 		b.WriteString("; line=")
 		b.WriteString(strconv.Itoa(r.Line))
@@ -134,7 +134,7 @@ func forbiddenText(d *decision) []byte {
 		}
 		fmt.Fprintf(&b, "Group:       User-agent: %s (line %s)\n", shown(v.Group), strings.Join(lines, ", "))
 	}
-	if r := v.Rule; r != nil {
+	if r := v.Rule; !r.IsZero() {
 		fmt.Fprintf(&b, "Rule:        Disallow: %s (line %d)\n", shown(r.Pattern), r.Line)
 		if reading := v.Reading; reading != nil {
 			fmt.Fprintf(&b, "Read as:     %s (%s), as an origin may read the path\n", reading.Path, reading.StepsString())

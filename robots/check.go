@@ -1,7 +1,6 @@
 package robots
 
 import (
-	"cmp"
 	"strconv"
 	"strings"
 )
@@ -11,8 +10,9 @@ import (
 type Verdict struct {
 	Allowed bool
 	Cause   Cause
-	// Rule is the deciding rule when Cause is CauseRule.
-	Rule *Rule
+	// Rule is the deciding rule when Cause is CauseRule; the zero Rule
+	// otherwise (see [Rule.IsZero]).
+	Rule Rule
 	// Group is the user-agent value whose groups applied, as written in
 	// the file ("*" for the global groups); empty when no group applied.
 	Group string
@@ -84,9 +84,9 @@ func (c Cause) String() string {
 // matching rule", ...
 func (v Verdict) Reason() string {
 	switch {
-	case v.Cause == CauseRule && v.Rule != nil && v.Reading != nil:
+	case v.Cause == CauseRule && !v.Rule.IsZero() && v.Reading != nil:
 		return v.Rule.String() + " when read as " + v.Reading.Path + " (" + v.Reading.StepsString() + ")"
-	case v.Cause == CauseRule && v.Rule != nil:
+	case v.Cause == CauseRule && !v.Rule.IsZero():
 		return v.Rule.String()
 	case v.Detail != "":
 		return v.Detail + ": " + v.Cause.String()
@@ -114,11 +114,11 @@ func (r *Robots) Check(token, pathAndQuery string) Verdict {
 	if path == robotsTxtPath {
 		return Verdict{Allowed: true, Cause: CauseRobotsTxt}
 	}
-	rs := r.ruleSetFor(token)
-	if rs == nil {
+	p := r.ruleSetFor(token)
+	if p.s == nil {
 		return Verdict{Allowed: true, Cause: CauseNoGroup}
 	}
-	return rs.verdict(rs.firstMatch(path))
+	return p.verdict(p.firstMatch(path))
 }
 
 // robotsTxtPath is the path Check exempts, normalised.
@@ -138,34 +138,37 @@ func isRobotsTxt(pathAndQuery string) bool { return normalizePath(pathAndQuery) 
 // proxy that cannot see paths (a tunnel it does not intercept) can refuse
 // such a crawler outright and must let any other through.
 func (r *Robots) DisallowsAll(token string) (Verdict, bool) {
-	rs := r.ruleSetFor(token)
-	if rs == nil {
+	p := r.ruleSetFor(token)
+	if p.s == nil {
 		return Verdict{Allowed: true, Cause: CauseNoGroup}, false
 	}
-	var everything *Rule
-	for _, g := range rs.groups {
-		for i := range g.rules {
-			if rule := &g.rules[i]; !rule.Allow && rule.pattern.matchesEveryPath() {
+	everything := -1
+	for _, gi := range p.groups() {
+		g := &r.groups[gi]
+		for i := g.rules.start; i < g.rules.end; i++ {
+			x := &r.rules[i]
+			if pat := r.patternOf(x); !x.allow() && pat.matchesEveryPath() {
 				// The first of each group; the earliest of those is the
 				// one the merged rules cite.
-				if everything == nil || ruleOrder(rule, everything) < 0 {
-					everything = rule
+				if everything < 0 || ruleOrder(x, &r.rules[everything]) < 0 {
+					everything = int(i)
 				}
 				break
 			}
 		}
 	}
-	if everything == nil {
+	if everything < 0 {
 		return Verdict{}, false
 	}
-	for _, g := range rs.groups {
-		for i := range g.rules {
-			rule := &g.rules[i]
-			if !rule.Allow {
+	for _, gi := range p.groups() {
+		g := &r.groups[gi]
+		for i := g.rules.start; i < g.rules.end; i++ {
+			x := &r.rules[i]
+			if !x.allow() {
 				continue
 			}
 			for _, fill := range [...]string{"", "robotsgate-probe"} {
-				path := strings.ReplaceAll(rule.pattern.expr, "*", fill)
+				path := strings.ReplaceAll(r.expr(x), "*", fill)
 				if !strings.HasPrefix(path, "/") {
 					path = "/" + path
 				}
@@ -175,82 +178,48 @@ func (r *Robots) DisallowsAll(token string) (Verdict, bool) {
 			}
 		}
 	}
-	return Verdict{Allowed: false, Cause: CauseRule, Rule: everything, Group: rs.name, GroupLines: rs.agentLines}, true
+	return p.verdict(everything), true
 }
 
-// firstMatch returns the first rule in rule order, so the longest, of
-// the merged rules of rs that matches a normalised path; nil for none. It
-// is the earliest of each group's first match, and a group's rules past
-// the best match so far are not tried.
-func (rs *ruleSet) firstMatch(path string) *Rule {
-	var best *Rule
-	for _, g := range rs.groups {
-		for i := range g.rules {
-			rule := &g.rules[i]
-			if best != nil && ruleOrder(rule, best) > 0 {
+// firstMatch returns the index of the first rule in rule order, so the
+// longest, of the merged rules of p that matches a normalised path; -1
+// for none. It is the earliest of each group's first match, and a
+// group's rules past the best match so far are not tried.
+func (p product) firstMatch(path string) int {
+	r := p.r
+	best, bestOrder := -1, uint64(0)
+	for _, gi := range p.groups() {
+		g := &r.groups[gi]
+		for i := g.rules.start; i < g.rules.end; i++ {
+			x := &r.rules[i]
+			if best >= 0 && x.order() > bestOrder {
 				break
 			}
-			if rule.pattern.match(path) {
-				best = rule
-				break
+			// r.matches, its commonest outcomes decided in the loop.
+			expr := r.text[x.off : x.off+uint32(x.n)]
+			if x.star == noStar {
+				if x.meta&ruleAnchored == 0 && !strings.HasPrefix(path, expr) || x.meta&ruleAnchored != 0 && path != expr {
+					continue
+				}
+			} else if star := int(x.star); len(path) < star || path[:star] != expr[:star] ||
+				!matchPastStar(path[star:], expr[star+1:], x.meta&ruleAnchored != 0, x.meta&ruleSingle != 0) {
+				continue
 			}
+			best, bestOrder = int(i), x.order()
+			break
 		}
 	}
 	return best
 }
 
-// ruleOrder is the order in which rules are tried, the first matching one
-// deciding: longest pattern first, allow first on a tie (RFC 9309
-// §2.2.2); the line and the implied flag make the order total, so it is
-// the same on every run and however the rules are grouped.
-func ruleOrder(a, b *Rule) int {
-	if c := cmp.Compare(b.pattern.octets, a.pattern.octets); c != 0 {
-		return c
+// verdict is the verdict of the i-th rule, or of no matching rule when i
+// is negative.
+func (p product) verdict(i int) Verdict {
+	if i < 0 {
+		return Verdict{Allowed: true, Cause: CauseNoMatchingRule, Group: p.name(), GroupLines: p.agentLines()}
 	}
-	if a.Allow != b.Allow {
-		if a.Allow {
-			return -1
-		}
-		return 1
-	}
-	if c := cmp.Compare(a.Line, b.Line); c != 0 {
-		return c
-	}
-	if a.Implied != b.Implied {
-		if b.Implied {
-			return -1
-		}
-		return 1
-	}
-	return 0
-}
-
-// verdict is the verdict of rule, or of no matching rule when it is nil.
-func (rs *ruleSet) verdict(rule *Rule) Verdict {
-	if rule == nil {
-		return Verdict{Allowed: true, Cause: CauseNoMatchingRule, Group: rs.name, GroupLines: rs.agentLines}
-	}
-	return Verdict{Allowed: rule.Allow, Cause: CauseRule, Rule: rule, Group: rs.name, GroupLines: rs.agentLines}
-}
-
-// ruleSetFor finds the groups for token, falling back to "*".
-func (r *Robots) ruleSetFor(token string) *ruleSet {
-	if r == nil {
-		return nil
-	}
-	if len(r.agents) > 0 {
-		// Lower-case into a stack buffer: a map lookup keyed by
-		// string(bytes) does not allocate.
-		var buf [64]byte
-		if len(token) <= len(buf) {
-			if rs := r.agents[string(appendLowerASCII(buf[:0], token))]; rs != nil {
-				return rs
-			}
-		} else if rs := r.agents[lowerASCII(token)]; rs != nil {
-			return rs
-		}
-	}
-	return r.global
+	rule := p.r.ruleAt(i)
+	return Verdict{Allowed: rule.Allow, Cause: CauseRule, Rule: rule, Group: p.name(), GroupLines: p.agentLines()}
 }
 
 // PathAndQuery returns the part of a URL that rules are matched against:

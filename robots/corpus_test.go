@@ -87,7 +87,7 @@ func TestCorpusParses(t *testing.T) {
 		for _, token := range tokens {
 			for _, path := range paths {
 				v := r.Check(token, path)
-				if v.Cause == CauseRule && v.Rule == nil {
+				if v.Cause == CauseRule && v.Rule.IsZero() {
 					t.Errorf("%s: %q %q: rule verdict without a rule", name, token, path)
 				}
 			}

@@ -1,9 +1,6 @@
 package robots
 
-import (
-	"slices"
-	"strings"
-)
+import "strings"
 
 // MaxDecisionCost bounds the work of one decision by
 // [Robots.CheckReadings], in cost units (below): a decision estimated
@@ -102,35 +99,21 @@ type ruleLoad struct {
 // adds to the base.
 func (l *ruleLoad) hasAnchored() bool { return l.anchored.base16 > 0 }
 
-// newRuleGroup figures out, once at parse time, what the estimate and the
-// matcher need of a group's rules, already in rule order.
-func newRuleGroup(rules []Rule) ruleGroup {
-	g := ruleGroup{rules: rules}
-	for i := range rules {
-		p := &rules[i].pattern
-		g.load.all.add(p)
-		if p.anchored {
-			g.anchored = append(g.anchored, int32(i))
-			g.load.anchored.add(p)
-		}
-	}
-	g.anchored = slices.Clip(g.anchored)
-	return g
-}
-
-// load is the load of every rule of rs, the sum of its groups': summed at
+// load is the load of every rule of p, the sum of its groups': summed at
 // each decision rather than kept, since a sum per product would cost
 // every product naming more than one group a copy.
-func (rs *ruleSet) load() ruleLoad {
-	if len(rs.groups) == 1 {
-		return rs.groups[0].load
+func (p product) load() ruleLoad {
+	groups := p.groups()
+	if len(groups) == 1 {
+		return p.r.groups[groups[0]].load
 	}
 	var l ruleLoad
-	for _, g := range rs.groups {
+	for _, gi := range groups {
+		g := &p.r.groups[gi]
 		l.all.plus(g.load.all)
 		l.anchored.plus(g.load.anchored)
 	}
-	extra := 16 * costGroup * int64(len(rs.groups)-1)
+	extra := 16 * costGroup * int64(len(groups)-1)
 	l.all.base16 += extra
 	if l.hasAnchored() {
 		l.anchored.base16 += extra

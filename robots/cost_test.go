@@ -45,8 +45,10 @@ func TestDecisionCostCorpus(t *testing.T) {
 		for name, body := range corpusFiles(t) {
 			r := Parser{}.Parse(body)
 			tokens := []string{"corpus-test-bot"} // the "*" groups
-			for token := range r.agents {
-				tokens = append(tokens, token)
+			for i := range r.sets {
+				if s := &r.sets[i]; int32(i) != r.global {
+					tokens = append(tokens, r.text[s.key:s.key+uint32(s.keyLen)])
+				}
 			}
 			for _, token := range tokens {
 				j := r.Prepare(token, shape.path)
@@ -79,7 +81,7 @@ func TestTooCostly(t *testing.T) {
 	}
 	v := j.Verdict()
 	want := "decision cost estimated at " + strconv.FormatInt(j.Cost(), 10) + ", over the bound of 10000000: refused as too costly to judge"
-	if v.Allowed || v.Cause != CauseTooCostly || v.Rule != nil || v.Reading != nil || v.Group != "*" || v.Reason() != want {
+	if v.Allowed || v.Cause != CauseTooCostly || !v.Rule.IsZero() || v.Reading != nil || v.Group != "*" || v.Reason() != want {
 		t.Errorf("verdict %+v\nreason %q, want %q", v, v.Reason(), want)
 	}
 	if w := r.CheckReadings("bot", path); w.Reason() != v.Reason() {

@@ -57,7 +57,7 @@ func (d *Decision) SetVerdict(v Verdict) {
 	d.Reason = v.Reason()
 	d.Group, d.GroupLines = v.Group, v.GroupLines
 	d.Rule, d.RuleLine = "", 0
-	if v.Rule != nil {
+	if !v.Rule.IsZero() {
 		d.Rule, d.RuleLine = v.Rule.Pattern, v.Rule.Line
 	}
 	d.Reading, d.ReadingSteps = "", ""

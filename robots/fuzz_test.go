@@ -116,14 +116,15 @@ func FuzzUsage(f *testing.F) {
 		got := r.Usage(token, path)
 		checkUsageLines(t, []byte(body), r, got)
 		rs := r.ruleSetFor(token)
-		if rs == nil {
+		if rs.s == nil {
 			if got != nil {
 				t.Fatalf("no group, but Usage %+v", got)
 			}
 			return
 		}
 		var kept []*usageRule
-		for _, g := range rs.usage {
+		for _, gi := range rs.usageGroups() {
+			g := &r.rare.usage[gi]
 			for i := range g.rules {
 				kept = append(kept, &g.rules[i])
 			}
@@ -211,11 +212,11 @@ func FuzzCheck(f *testing.F) {
 		v := r.Check(token, path)
 		switch v.Cause {
 		case CauseRule:
-			if v.Rule == nil || v.Rule.Allow != v.Allowed {
+			if v.Rule.IsZero() || v.Rule.Allow != v.Allowed {
 				t.Fatalf("rule verdict %+v", v)
 			}
 		case CauseNoMatchingRule, CauseNoGroup, CauseRobotsTxt:
-			if !v.Allowed || v.Rule != nil {
+			if !v.Allowed || !v.Rule.IsZero() {
 				t.Fatalf("%v verdict must allow with no rule: %+v", v.Cause, v)
 			}
 		default:
@@ -231,11 +232,11 @@ func FuzzCheck(f *testing.F) {
 		}
 		// The verdict is the one a brute-force reading of the rules gives.
 		rs := r.ruleSetFor(token)
-		if rs == nil || v.Cause == CauseRobotsTxt {
+		if rs.s == nil || v.Cause == CauseRobotsTxt {
 			return
 		}
 		norm := normalizePath(path)
-		var best *Rule
+		var best *keptRule
 		for _, rule := range allRules(rs) {
 			if !referenceMatch(rule.pattern, norm) {
 				continue
@@ -248,7 +249,7 @@ func FuzzCheck(f *testing.F) {
 		switch {
 		case best == nil && v.Cause != CauseNoMatchingRule:
 			t.Fatalf("no rule matches %q but the verdict is %q", norm, v.Reason())
-		case best != nil && (v.Rule == nil || best.Allow != v.Allowed || best.pattern.octets != v.Rule.pattern.octets):
+		case best != nil && (v.Rule.IsZero() || best.Allow != v.Allowed || best.pattern.octets != ruleOctets(v.Rule)):
 			t.Fatalf("%q: brute force picks %s, Check picked %q", norm, best, v.Reason())
 		}
 	})

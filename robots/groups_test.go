@@ -2,6 +2,7 @@ package robots
 
 import (
 	"cmp"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -9,15 +10,37 @@ import (
 	"testing"
 )
 
-// allRules lists every rule of rs, group after group.
-func allRules(rs *ruleSet) []*Rule {
-	var all []*Rule
-	for _, g := range rs.groups {
-		for i := range g.rules {
-			all = append(all, &g.rules[i])
+// keptRule is a rule of a parsed file as handed out, with its pattern.
+type keptRule struct {
+	Rule
+	pattern pattern
+}
+
+// allRules lists every rule of p, group after group.
+func allRules(p product) []*keptRule {
+	var all []*keptRule
+	for _, gi := range p.groups() {
+		g := &p.r.groups[gi]
+		for i := g.rules.start; i < g.rules.end; i++ {
+			all = append(all, &keptRule{p.r.ruleAt(int(i)), p.r.patternOf(&p.r.rules[i])})
 		}
 	}
 	return all
+}
+
+// ruleOctets is the length of a rule's pattern for "longest match wins".
+func ruleOctets(rule Rule) int32 {
+	value := rule.Pattern
+	if rule.Implied {
+		value = impliedPattern(value)
+	}
+	p, _ := compilePattern(value)
+	return p.octets
+}
+
+// handedOut is a compiled rule as a verdict hands it out.
+func handedOut(c *compiledRule) Rule {
+	return Rule{Pattern: c.written, Line: c.rec.line(), Allow: c.rec.allow(), Implied: c.rec.implied()}
 }
 
 // The differential tests below compare the parser and matcher, which keep
@@ -71,7 +94,7 @@ type refName struct {
 
 // refFile is a generated file as the reference reads it.
 type refFile struct {
-	groups [][]Rule // each group's rules, compiled, in file order
+	groups [][]compiledRule // each group's rules, compiled, in file order
 	names  map[string]*refName
 }
 
@@ -115,10 +138,10 @@ func genGroupsFile(spec []byte) (string, *refFile) {
 			open = false
 			g := &ref.groups[len(ref.groups)-1]
 			if p, ok := compilePattern(value); ok {
-				*g = append(*g, Rule{Pattern: value, Line: line, Allow: allow, pattern: p})
+				*g = append(*g, newCompiledRule(value, p, line, allow, false))
 				if implied := impliedPattern(value); allow && implied != "" {
 					ip, _ := compilePattern(implied)
-					*g = append(*g, Rule{Pattern: value, Line: line, Allow: true, Implied: true, pattern: ip})
+					*g = append(*g, newCompiledRule(value, ip, line, true, true))
 				}
 			}
 		case 6:
@@ -138,31 +161,31 @@ func genGroupsFile(spec []byte) (string, *refFile) {
 // the order they are tried: longest first, allow first on a tie, then by
 // line, the rule itself before the one its index page implies; adjacent
 // duplicates dropped.
-func (f *refFile) merged(rn *refName) []Rule {
-	var rules []Rule
+func (f *refFile) merged(rn *refName) []compiledRule {
+	var rules []compiledRule
 	for _, g := range rn.groups {
 		rules = append(rules, f.groups[g]...)
 	}
-	slices.SortFunc(rules, func(a, b Rule) int {
+	slices.SortFunc(rules, func(a, b compiledRule) int {
 		switch {
 		case a.pattern.octets != b.pattern.octets:
 			return cmp.Compare(b.pattern.octets, a.pattern.octets)
-		case a.Allow != b.Allow:
-			if a.Allow {
+		case a.rec.allow() != b.rec.allow():
+			if a.rec.allow() {
 				return -1
 			}
 			return 1
-		case a.Line != b.Line:
-			return cmp.Compare(a.Line, b.Line)
-		case a.Implied != b.Implied:
-			if a.Implied {
+		case a.rec.line() != b.rec.line():
+			return cmp.Compare(a.rec.line(), b.rec.line())
+		case a.rec.implied() != b.rec.implied():
+			if a.rec.implied() {
 				return 1
 			}
 			return -1
 		}
 		return 0
 	})
-	return slices.CompactFunc(rules, func(a, b Rule) bool { return a.Allow == b.Allow && a.pattern == b.pattern })
+	return slices.CompactFunc(rules, func(a, b compiledRule) bool { return a.rec.allow() == b.rec.allow() && a.pattern == b.pattern })
 }
 
 // lookup is the product the groups of which apply to token, "*" when it
@@ -185,7 +208,7 @@ func (f *refFile) check(token, path string) Verdict {
 	norm := normalizePath(path)
 	for i := range rules {
 		if referenceMatch(rules[i].pattern, norm) {
-			return Verdict{Allowed: rules[i].Allow, Cause: CauseRule, Rule: &rules[i], Group: rn.name, GroupLines: rn.lines}
+			return Verdict{Allowed: rules[i].rec.allow(), Cause: CauseRule, Rule: handedOut(&rules[i]), Group: rn.name, GroupLines: rn.lines}
 		}
 	}
 	return Verdict{Allowed: true, Cause: CauseNoMatchingRule, Group: rn.name, GroupLines: rn.lines}
@@ -196,19 +219,17 @@ func (f *refFile) check(token, path string) Verdict {
 // DisallowsAll. With one group, the matcher tries the rules in order, as
 // it did when it merged them.
 func (f *refFile) robots() *Robots {
-	r := &Robots{agents: make(map[string]*ruleSet)}
-	for key, rn := range f.names {
-		rs := &ruleSet{name: rn.name, agentLines: rn.lines}
-		if rules := f.merged(rn); len(rules) > 0 {
-			g := newRuleGroup(rules)
-			rs.groups = []*ruleGroup{&g}
+	var c compactor
+	for _, key := range slices.Sorted(maps.Keys(f.names)) {
+		rn := f.names[key]
+		spec := nameSpec{key: key, name: rn.name, lines: rn.lines}
+		if g := c.addGroup(f.merged(rn)); g >= 0 {
+			spec.groups = []int{g}
 		}
-		if key == "*" {
-			r.global = rs
-		} else {
-			r.agents[key] = rs
-		}
+		c.addName(&spec)
 	}
+	r := &Robots{}
+	c.finish(r)
 	return r
 }
 
@@ -217,7 +238,7 @@ func (f *refFile) robots() *Robots {
 // the reading.
 func verdictDiff(got, want Verdict) string {
 	ruleOf := func(v Verdict) string {
-		if v.Rule == nil {
+		if v.Rule.IsZero() {
 			return "no rule"
 		}
 		return v.Rule.String() + " allow=" + strconv.FormatBool(v.Rule.Allow)
@@ -257,8 +278,8 @@ func checkGroupsFile(t *testing.T, spec []byte, paths ...string) {
 	r := Parser{}.Parse([]byte(body))
 	merged := ref.robots()
 	for _, token := range groupTokens {
-		if rs, want := r.ruleSetFor(token), ref.lookup(token); (rs == nil) != (want == nil) {
-			t.Fatalf("%q, token %s: a rule set %v, the reference %v", body, token, rs != nil, want != nil)
+		if rs, want := r.ruleSetFor(token), ref.lookup(token); (rs.s == nil) != (want == nil) {
+			t.Fatalf("%q, token %s: a rule set %v, the reference %v", body, token, rs.s != nil, want != nil)
 		}
 		for _, path := range paths {
 			if !isRobotsTxt(path) {

@@ -13,9 +13,9 @@ import (
 // allocates only when the path needs percent-normalising.
 type Judgement struct {
 	outcome Outcome
-	detail  string   // the account of an outcome that is not OK
-	rs      *ruleSet // nil when no group applies
-	path    string   // as sent
+	detail  string  // the account of an outcome that is not OK
+	p       product // its s is nil when no group applies
+	path    string  // as sent
 	readingPlan
 }
 
@@ -33,12 +33,12 @@ type readingPlan struct {
 // and pathAndQuery.
 func (r *Robots) Prepare(token, pathAndQuery string) Judgement {
 	rs := r.ruleSetFor(token)
-	j := Judgement{outcome: OutcomeOK, rs: rs, path: pathAndQuery}
-	if rs == nil || len(rs.groups) == 0 && len(rs.usage) == 0 {
+	j := Judgement{outcome: OutcomeOK, p: rs, path: pathAndQuery}
+	if rs.s == nil || rs.s.groups.len() == 0 && rs.s.usage().len() == 0 {
 		return j // nothing to match
 	}
 	load := rs.load()
-	if len(rs.usage) > 0 {
+	if rs.s.usage().len() > 0 {
 		// The usage lines are matched against the same readings
 		// (Judgement.Usage): the estimate is of both.
 		u := rs.usageLoad()
@@ -108,12 +108,12 @@ func (j Judgement) Verdict() Verdict {
 	default:
 		return Verdict{Cause: CauseUnreachable, Detail: j.detail}
 	}
-	rs := j.rs
+	rs := j.p
 	switch {
-	case rs == nil:
+	case rs.s == nil:
 		return Verdict{Allowed: true, Cause: CauseNoGroup}
-	case len(rs.groups) == 0:
-		return rs.verdict(nil)
+	case rs.s.groups.len() == 0:
+		return rs.verdict(-1)
 	case j.cost > MaxDecisionCost:
 		estimate := "decision cost estimated at " + strconv.FormatInt(j.cost, 10)
 		if j.stop == stopMaxCost {
@@ -122,7 +122,7 @@ func (j Judgement) Verdict() Verdict {
 		return rs.refusal(CauseTooCostly, estimate+", over the bound of "+strconv.Itoa(MaxDecisionCost))
 	}
 	decider, queryDropped := rs.checkReading(j.norm, j.query)
-	if disallows(decider) {
+	if rs.disallows(decider) {
 		v := rs.verdict(decider)
 		if queryDropped {
 			v.Reading = &Reading{Path: withoutQuery(j.path), Steps: []Step{StepDropQuery}}
@@ -135,7 +135,7 @@ func (j Judgement) Verdict() Verdict {
 	for _, reading := range j.readings[min(1, len(j.readings)):] {
 		norm := normalizePath(reading.Path)
 		rule, queryDropped := rs.checkReading(norm, strings.IndexByte(norm, '?'))
-		if !disallows(rule) {
+		if !rs.disallows(rule) {
 			continue
 		}
 		if queryDropped {
@@ -189,42 +189,44 @@ func (a *Answer) CheckReadings(token, pathAndQuery string) Verdict {
 // query-less form and disallows it. Only a rule anchored with '$' can
 // match the query-less form and not the path, and the rules before the
 // deciding one do not match the path, so only those are tried. It returns
-// the deciding rule (nil for none) and whether it decided on the
-// query-less form.
-func (rs *ruleSet) checkReading(path string, query int) (decider *Rule, queryDropped bool) {
-	decider = rs.firstMatch(path)
-	if disallows(decider) || query < 0 {
+// the index of the deciding rule (-1 for none) and whether it decided on
+// the query-less form.
+func (p product) checkReading(path string, query int) (decider int, queryDropped bool) {
+	decider = p.firstMatch(path)
+	if p.disallows(decider) || query < 0 {
 		return decider, false
 	}
+	r := p.r
 	bare := path[:query]
 	// The first anchored rule to match the query-less form, in rule order
 	// across the groups, speaks for it; an allow there keeps the path's
 	// own verdict.
-	var first *Rule
-	for _, g := range rs.groups {
-		for _, a := range g.anchored {
-			rule := &g.rules[a]
-			if decider != nil && ruleOrder(rule, decider) >= 0 || first != nil && ruleOrder(rule, first) > 0 {
+	first := -1
+	for _, gi := range p.groups() {
+		g := &r.groups[gi]
+		for _, a := range r.indices[g.anchored.start:g.anchored.end] {
+			x := &r.rules[a]
+			if decider >= 0 && ruleOrder(x, &r.rules[decider]) >= 0 || first >= 0 && ruleOrder(x, &r.rules[first]) > 0 {
 				break
 			}
-			if rule.pattern.match(bare) {
-				first = rule
+			if r.matches(x, bare) {
+				first = int(a)
 				break
 			}
 		}
 	}
-	if disallows(first) {
+	if p.disallows(first) {
 		return first, true
 	}
 	return decider, false
 }
 
-// disallows reports whether rule, if any, disallows.
-func disallows(rule *Rule) bool { return rule != nil && !rule.Allow }
+// disallows reports whether the i-th rule, if any (i >= 0), disallows.
+func (p product) disallows(i int) bool { return i >= 0 && !p.r.rules[i].allow() }
 
 // refusal refuses a path for cause, without a rule.
-func (rs *ruleSet) refusal(cause Cause, detail string) Verdict {
-	return Verdict{Cause: cause, Detail: detail, Group: rs.name, GroupLines: rs.agentLines}
+func (p product) refusal(cause Cause, detail string) Verdict {
+	return Verdict{Cause: cause, Detail: detail, Group: p.name(), GroupLines: p.agentLines()}
 }
 
 func withoutQuery(pathAndQuery string) string {

@@ -17,7 +17,7 @@ const DefaultMaxBytes = 500 << 10
 type Parser struct {
 	// MaxBytes is the parse limit: bytes past it are dropped and the
 	// result says so ([Robots.Truncated]). Zero or less means
-	// DefaultMaxBytes.
+	// DefaultMaxBytes; more than MaxParseBytes means MaxParseBytes.
 	MaxBytes int
 	// KeepIgnored keeps every ignored line ([Robots.Ignored]) for a tool
 	// that shows them. Without it only their number is kept
@@ -39,12 +39,13 @@ func (p Parser) Parse(body []byte) *Robots {
 	if limit <= 0 {
 		limit = DefaultMaxBytes
 	}
+	limit = min(limit, MaxParseBytes)
 	b := builder{robots: &Robots{}, keepIgnored: p.KeepIgnored}
 	if len(body) > limit {
 		b.robots.truncated = true
 		body = body[:limit]
 	}
-	b.robots.parsed = len(body)
+	b.robots.parsed = int32(len(body))
 	// Each line is added once the next one is seen: the last line of a
 	// truncated body was cut at the limit, and a cut rule would be a
 	// different rule, so it is dropped.
@@ -60,7 +61,7 @@ func (p Parser) Parse(body []byte) *Robots {
 	} else {
 		b.add(pending)
 	}
-	b.robots.lines = pending.Number
+	b.robots.lines = int32(pending.Number)
 	return b.finish()
 }
 
@@ -96,6 +97,8 @@ type builder struct {
 	head        []*nameGroups
 	headDone    bool
 	sitemaps    map[string]bool
+	sitemapList []string // in file order, views of the body
+	ignored     []IgnoredLine
 	keepIgnored bool
 }
 
@@ -109,7 +112,7 @@ type nameGroups struct {
 func (b *builder) ignore(line int, reason IgnoreReason, key string) {
 	b.robots.ignoredCount++
 	if b.keepIgnored {
-		b.robots.ignored = append(b.robots.ignored, IgnoredLine{Line: line, Reason: reason, Key: key})
+		b.ignored = append(b.ignored, IgnoredLine{Line: line, Reason: reason, Key: key})
 	}
 }
 
@@ -136,7 +139,7 @@ func (b *builder) add(line Line) {
 				b.sitemaps = make(map[string]bool)
 			}
 			b.sitemaps[line.Value] = true
-			b.robots.sitemaps = append(b.robots.sitemaps, line.Value)
+			b.sitemapList = append(b.sitemapList, line.Value)
 		}
 	case DirectiveCrawlDelay, DirectiveRequestRate:
 		b.pace(line)
@@ -366,223 +369,126 @@ func secondsToDuration(seconds float64) time.Duration {
 }
 
 // finish compiles every group's rules once, gives each product name the
-// groups naming it, then copies every string the result keeps out of the
-// body's text.
+// groups naming it, and keeps the result in the compact form, every
+// string it keeps copied out of the body into one text.
 func (b *builder) finish() *Robots {
 	r := b.robots
-	// The rules of every group in one array, group after group, as
-	// matching walks them; the groups with rules in another, and a
-	// pointer to each in a third: a name in a single group, the common
-	// case, refers to a slice of the last and costs no list of its own.
-	withRules, total := 0, 0
+	c := b.sizedCompactor()
+	scratch := make([]compiledRule, 0, c.largest)
 	for _, g := range b.groups {
-		if len(g.rules) > 0 {
-			withRules++
-		}
-		for _, d := range g.rules {
-			total++
-			if d.allow && impliedPattern(d.value) != "" {
-				total++
+		scratch = compileRules(scratch[:0], g.rules)
+		g.compiled = c.addGroup(scratch)
+	}
+	usageAll, usageGroups := compileUsage(b.groups, int(r.usageLines))
+	usageAt := c.placeUsage(usageAll)
+
+	keys := make([]string, 0, len(b.names))
+	for key := range b.names {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	var spec nameSpec
+	for _, key := range keys {
+		ng := b.names[key]
+		spec = nameSpec{key: key, name: ng.name, lines: ng.lines, groups: spec.groups[:0], usage: spec.usage[:0], pace: ng.pace}
+		for _, g := range ng.groups {
+			if g.compiled >= 0 {
+				spec.groups = append(spec.groups, g.compiled)
+			}
+			if g.usageAt >= 0 {
+				spec.usage = append(spec.usage, g.usageAt)
 			}
 		}
+		c.addName(&spec)
 	}
-	// total bounds the rules compiled, so all never moves: the groups'
-	// rules are views of it.
-	all := make([]Rule, 0, total)
-	compiled := make([]ruleGroup, 0, withRules)
-	for _, g := range b.groups {
-		g.compiled = -1
-		start := len(all)
-		if all = appendGroup(all, g.rules); len(all) > start {
-			g.compiled = len(compiled)
-			compiled = append(compiled, newRuleGroup(all[start:len(all):len(all)]))
+	c.addSitemaps(b.sitemapList)
+	c.finish(r)
+	r.retained = r.compactSize()
+	if len(c.paces) > 0 || len(usageGroups) > 0 || len(b.ignored) > 0 {
+		rare := &rareParts{paces: slices.Clone(c.paces), usage: keepUsage(r.text, usageAll, usageGroups, usageAt), ignored: slices.Clip(b.ignored)}
+		r.retained += allocSize(int(unsafe.Sizeof(*rare))) + usageSize(usageAll, usageGroups) +
+			allocSize(int(unsafe.Sizeof(paceRecord{}))*len(rare.paces)) +
+			allocSize(int(unsafe.Sizeof(IgnoredLine{}))*cap(rare.ignored))
+		for i := range rare.ignored {
+			rare.ignored[i].Key = strings.Clone(rare.ignored[i].Key)
+			r.retained += allocSize(len(rare.ignored[i].Key))
 		}
+		r.rare = rare
 	}
-	refs := make([]*ruleGroup, len(compiled))
-	for i := range compiled {
-		refs[i] = &compiled[i]
-	}
-	usageAll, usageGroups := compileUsage(b.groups, b.robots.usageLines)
-	usageRefs := make([]*usageGroup, len(usageGroups))
-	for i := range usageGroups {
-		usageRefs[i] = &usageGroups[i]
-	}
-
-	named := make([]*ruleSet, 0, len(b.names))
-	keys := make([]string, 0, len(b.names))
-	var lists int64 // bytes of the group lists of names in several groups
-	for _, ng := range b.names {
-		rs := &ruleSet{name: ng.name, agentLines: slices.Clip(ng.lines), pace: ng.pace}
-		rs.groups = groupsOf(ng.groups, func(g *group) int { return g.compiled }, refs, &lists)
-		rs.usage = groupsOf(ng.groups, func(g *group) int { return g.usageAt }, usageRefs, &lists)
-		named = append(named, rs)
-		keys = append(keys, ng.key)
-	}
-
-	// The kept strings are views of the body's text: copy them, so the
-	// result does not keep the whole text alive. A pattern that needs no
-	// normalising, and a name without upper case, share one copy.
-	var text int64
-	keep := func(s *string) {
-		*s = strings.Clone(*s)
-		text += allocSize(len(*s))
-	}
-	for i := range all {
-		rule := &all[i]
-		same := rule.pattern.expr == rule.Pattern
-		keep(&rule.Pattern)
-		if same {
-			rule.pattern.expr = rule.Pattern
-		} else {
-			keep(&rule.pattern.expr)
-		}
-	}
-	for i := range usageAll {
-		u := &usageAll[i]
-		same := u.pattern.expr == u.Path
-		keep(&u.Path)
-		if same {
-			u.pattern.expr = u.Path
-		} else {
-			keep(&u.pattern.expr)
-		}
-		keep(&u.Value)
-	}
-	for i, rs := range named {
-		if rs.pace.Line != 0 {
-			keep(&rs.pace.Value)
-		}
-		same := keys[i] == rs.name
-		keep(&rs.name)
-		if same {
-			keys[i] = rs.name
-		} else {
-			keep(&keys[i])
-		}
-	}
-	for i := range r.sitemaps {
-		keep(&r.sitemaps[i])
-	}
-	for i := range r.ignored {
-		keep(&r.ignored[i].Key)
-	}
-
-	if len(named) > 0 {
-		r.agents = make(map[string]*ruleSet, len(named))
-	}
-	for i, rs := range named {
-		if keys[i] == "*" {
-			r.global = rs
-		} else {
-			r.agents[keys[i]] = rs
-		}
-	}
-	r.sitemaps = slices.Clip(r.sitemaps)
-	r.ignored = slices.Clip(r.ignored)
-	r.retained = retainedSize(r, all, compiled, text) + usageSize(usageAll, usageGroups) + lists
 	return r
 }
 
-// groupsOf returns the compiled groups of gs, in file order: at(g) is the
-// index of g's in refs, -1 when it has none. A single one is a view of
-// refs; a list of several costs a list of its own, whose bytes are added
-// to lists.
-func groupsOf[T any](gs []*group, at func(*group) int, refs []*T, lists *int64) []*T {
-	n, last := 0, 0
-	for _, g := range gs {
-		if i := at(g); i >= 0 {
-			n, last = n+1, i
+// sizedCompactor is a compactor whose slices have room for the whole
+// file, so that building it grows none: the rules (the implied ones
+// included: duplicates dropped make it an upper bound), the groups, the
+// names and their lines, and most of the text.
+func (b *builder) sizedCompactor() compactor {
+	var rules, groups, largest, lines, refs, text int
+	for _, g := range b.groups {
+		n := len(g.rules)
+		for _, d := range g.rules {
+			text += len(d.value)
+			if d.allow && impliedPattern(d.value) != "" {
+				n++
+			}
 		}
-	}
-	switch n {
-	case 0:
-		return nil
-	case 1:
-		return refs[last : last+1 : last+1]
-	}
-	out := make([]*T, 0, n)
-	for _, g := range gs {
-		if i := at(g); i >= 0 {
-			out = append(out, refs[i])
+		if n > 0 {
+			groups++
 		}
+		rules, largest = rules+n, max(largest, n)
 	}
-	*lists += allocSize(8 * n)
-	return out
+	for key, ng := range b.names {
+		lines, refs, text = lines+len(ng.lines), refs+len(ng.groups), text+len(key)+len(ng.name)
+	}
+	for _, s := range b.sitemapList {
+		text += len(s) + 1
+	}
+	c := compactor{
+		text: make([]byte, 0, text), rules: make([]rule, 0, rules), groups: make([]ruleGroup, 0, groups),
+		sets: make([]ruleSet, 0, len(b.names)), lines: make([]int, 0, lines), largest: largest,
+	}
+	c.indices = make([]uint32, 0, refs+rules/4)
+	if groups > 1 {
+		// Only then may a value repeat in another group.
+		c.placed = make(map[string]rule, rules)
+	}
+	return c
 }
 
-// retainedSize estimates the heap r keeps: the kept strings (text, already
-// summed), the rules and the groups (each once, however many names it
-// has), one header per name, the map and the two lists, each rounded up
-// as the allocator does. The lists of groups of names in several groups
-// are summed by the caller.
-func retainedSize(r *Robots, rules []Rule, compiled []ruleGroup, text int64) int64 {
-	n := allocSize(int(unsafe.Sizeof(*r))) + text + allocSize(int(unsafe.Sizeof(Rule{}))*cap(rules))
-	n += allocSize(int(unsafe.Sizeof(ruleGroup{}))*cap(compiled)) + allocSize(8*len(compiled))
-	for i := range compiled {
-		n += allocSize(4 * cap(compiled[i].anchored))
-	}
-	perName := func(rs *ruleSet) int64 {
-		return allocSize(int(unsafe.Sizeof(*rs))) + allocSize(8*cap(rs.agentLines)) + mapSlotBytes
-	}
-	for _, rs := range r.agents {
-		n += perName(rs)
-	}
-	if r.global != nil {
-		n += perName(r.global)
-	}
-	n += allocSize(int(unsafe.Sizeof("")) * cap(r.sitemaps))
-	n += allocSize(int(unsafe.Sizeof(IgnoredLine{})) * cap(r.ignored))
-	return n
-}
-
-// mapSlotBytes approximates one map entry with a string key and a pointer
-// value, table overhead included.
-const mapSlotBytes = 48
-
-// allocSize rounds a request up roughly as Go's size classes do (the
-// classes are at most 12.5% apart above 128 bytes).
+// allocSize rounds a request up as Go's allocator does: to its size
+// class up to 32 KiB, to whole pages of 8 KiB above.
 func allocSize(n int) int64 {
-	switch {
-	case n == 0:
-		return 0
-	case n <= 16:
-		return 16
-	case n <= 128:
-		return int64((n + 15) &^ 15)
+	classes := [...]uint16{0, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256,
+		288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792,
+		2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728,
+		10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, 32768}
+	if n > 32768 {
+		return int64(n+8191) &^ 8191
 	}
-	return int64(n) + int64(n)/8
+	i, _ := slices.BinarySearch(classes[:], uint16(n))
+	return int64(classes[i])
 }
 
-// appendGroup compiles the rules of a group and appends them to rules in
-// rule order (see ruleOrder): the first matching rule is the group's
-// verdict.
-func appendGroup(rules []Rule, drafts []draftRule) []Rule {
-	start := len(rules)
+// compileRules compiles the rules of a group and appends them to dst, in
+// file order, each implied rule after the rule implying it.
+func compileRules(dst []compiledRule, drafts []draftRule) []compiledRule {
 	for _, d := range drafts {
 		p, ok := compilePattern(d.value)
 		if !ok {
 			continue
 		}
-		rules = append(rules, Rule{Pattern: d.value, Line: d.line, Allow: d.allow, pattern: p})
+		dst = append(dst, newCompiledRule(d.value, p, d.line, d.allow, false))
 		if d.allow {
 			// Google-specific, kept because sites mean it: the index
 			// page of a directory is the directory's own URL.
 			if implied := impliedPattern(d.value); implied != "" {
 				if ip, ok := compilePattern(implied); ok {
-					rules = append(rules, Rule{Pattern: d.value, Line: d.line, Allow: true, Implied: true, pattern: ip})
+					dst = append(dst, newCompiledRule(d.value, ip, d.line, true, true))
 				}
 			}
 		}
 	}
-	group := rules[start:]
-	slices.SortFunc(group, func(a, b Rule) int { return ruleOrder(&a, &b) })
-	// RFC 9309 allows dropping duplicate rules; the earliest line stays.
-	// A duplicate in another group naming the same product is kept, and
-	// never decides: the earlier one matches first.
-	group = slices.CompactFunc(group, func(a, b Rule) bool {
-		return a.Allow == b.Allow && a.pattern == b.pattern
-	})
-	return rules[:start+len(group)]
+	return dst
 }
 
 // ProductName returns the product name a user-agent value in a robots.txt

@@ -60,28 +60,43 @@ func (p *pattern) matchesEveryPath() bool {
 // than any other, so the cost is one linear scan per segment (at most path
 // length times pattern length, never exponential).
 func (p *pattern) match(path string) bool {
-	expr := p.expr
-	if !p.wildcard {
-		if p.anchored {
+	star := len(p.expr)
+	if p.wildcard {
+		star = int(p.star)
+	}
+	return matchExpr(p.expr, star, p.anchored, p.single, path)
+}
+
+// matchExpr is pattern.match on its parts: star is the index of the first
+// '*' in expr, any index past its end when it has none; single says it has
+// only that one.
+func matchExpr(expr string, star int, anchored, single bool, path string) bool {
+	if star >= len(expr) {
+		if anchored {
 			return path == expr
 		}
 		return strings.HasPrefix(path, expr)
 	}
-	star := int(p.star)
 	if !strings.HasPrefix(path, expr[:star]) {
 		return false
 	}
-	path, expr = path[star:], expr[star+1:]
-	if p.single {
-		if p.anchored {
+	return matchPastStar(path[star:], expr[star+1:], anchored, single)
+}
+
+// matchPastStar is matchExpr past the first '*' of the pattern, which
+// matched the path up to it: expr is what follows the '*', path what
+// follows the bytes matched.
+func matchPastStar(path, expr string, anchored, single bool) bool {
+	if single {
+		if anchored {
 			return strings.HasSuffix(path, expr)
 		}
 		return strings.Contains(path, expr)
 	}
 	for {
-		star = strings.IndexByte(expr, '*')
+		star := strings.IndexByte(expr, '*')
 		if star < 0 {
-			if p.anchored {
+			if anchored {
 				return strings.HasSuffix(path, expr)
 			}
 			return strings.Contains(path, expr)

@@ -370,8 +370,8 @@ func referenceRemoveDots(in string) string {
 
 // referenceBest is the longest rule of rs matching any of paths (allow
 // first on a tie), by brute force over every rule; nil when none matches.
-func referenceBest(rs *ruleSet, paths ...string) *Rule {
-	var best *Rule
+func referenceBest(rs product, paths ...string) *keptRule {
+	var best *keptRule
 	for _, rule := range allRules(rs) {
 		matches := false
 		for _, p := range paths {
@@ -388,7 +388,7 @@ func referenceBest(rs *ruleSet, paths ...string) *Rule {
 // referenceRefuses reports whether a reading is refused: its longest
 // matching rule, or the longest rule matching it or its query-less form,
 // disallows.
-func referenceRefuses(rs *ruleSet, reading string) bool {
+func referenceRefuses(rs product, reading string) bool {
 	if best := referenceBest(rs, reading); best != nil && !best.Allow {
 		return true
 	}
@@ -420,7 +420,7 @@ func FuzzCheckReadings(f *testing.F) {
 		r := Parser{}.Parse([]byte(body))
 		rs := r.ruleSetFor("fuzzbot")
 		v := r.CheckReadings("fuzzbot", path)
-		if rs == nil {
+		if rs.s == nil {
 			if !v.Allowed || v.Cause != CauseNoGroup {
 				t.Fatalf("%q: no group applies, but %s", path, v.Reason())
 			}

@@ -3,14 +3,13 @@ package robots
 // Bounds on the memory a parsed file keeps alive, which a cache charges
 // (see [Robots.RetainedBytes]) and must make room for: parsed without
 // [Parser.KeepIgnored], a file keeps at most MaxRetainedPerByte bytes per
-// byte parsed, plus MaxRetainedBase. The costliest files per byte are
-// lists of distinct user-agent names (each keeps a rule set of its own:
-// up to about 16 bytes per byte of "user-agent:N / allow:/" lines), then
-// short rules (about 11 per byte of "Allow: /n/index.htm", which implies a
-// second rule); a group is kept once however many names it has, so names
-// sharing groups cost no more (about 10 per byte). The bound leaves room
-// above them for the parser to change. robots.TestRetainedBound and
-// robots.FuzzRetainedBound check it.
+// byte parsed, plus MaxRetainedBase. In the compact form the costliest
+// files per byte are lists of distinct user-agent names each heading a
+// group of one rule (about 5 bytes per byte of "user-agent:N / allow:/"
+// lines: a name, a group and a rule record each), then names alone and
+// short rules (2 to 3.6 per byte). The bound leaves room far above them
+// for the parser to change; the configuration's warnings are computed
+// from it. robots.TestRetainedBound and robots.FuzzRetainedBound check it.
 const (
 	MaxRetainedPerByte = 24
 	MaxRetainedBase    = 4 << 10

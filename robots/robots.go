@@ -7,44 +7,33 @@ import (
 )
 
 // Robots is a parsed robots.txt. It is immutable, safe for concurrent use,
-// and keeps no reference to the body it was parsed from.
+// and keeps no reference to the body it was parsed from. It is kept in a
+// compact form (see compact.go): one text and slices of records without
+// pointers.
 type Robots struct {
-	agents       map[string]*ruleSet // by lower-cased product name
-	global       *ruleSet            // every "*" group; nil when there is none
-	sitemaps     []string
-	ignored      []IgnoredLine // only with Parser.KeepIgnored
-	ignoredCount int
-	parsed       int  // bytes read, at most the parse limit
-	truncated    bool // the body was longer than the parse limit
-	lines        int
-	usageLines   int // Content-Usage and Content-Signal lines kept
-	retained     int64
+	text       string      // every string kept
+	rules      []rule      // every group's, group after group
+	groups     []ruleGroup // the groups with rules, in file order
+	sets       []ruleSet   // one per product name, by key
+	indices    []uint32    // the spans of ruleGroup.anchored, ruleSet.groups and ruleSet.usage
+	agentLines []int       // the spans of ruleSet.lines
+	rare       *rareParts  // nil for a file without usage lines, or not parsed with Parser.KeepIgnored
+	sitemaps   span        // of text: each URL followed by a line break
+	global     int32       // the index in sets of "*"; -1 without a "*" group
+
+	// Counts; MaxParseBytes bounds them all.
+	ignoredCount, parsed, lines int32
+	usageLines                  int32 // Content-Usage and Content-Signal lines kept
+	truncated                   bool  // the body was longer than the parse limit
+	retained                    int64
 }
 
-// ruleSet is what applies to one product: the groups naming it, whose
-// rules RFC 9309 merges. A group is kept once however many products it
-// names, and each of them refers to it: a merged copy per product would
-// keep names × rules for a file of many names sharing a group of many
-// rules, each also naming a group of its own. Matching takes the first
-// match of each group and the earliest of those in rule order, which is
-// the first match of the merged rules.
-type ruleSet struct {
-	name       string        // the product name as first written, or "*"
-	agentLines []int         // the user-agent lines that selected these groups
-	groups     []*ruleGroup  // those of them with rules, in file order
-	pace       Pace          // Line is 0 when no group asks for a pace
-	usage      []*usageGroup // the groups with usage lines, in file order
-}
-
-// ruleGroup is the rules of one group, in rule order (see ruleOrder): the
-// first that matches a path is the group's verdict on it.
-type ruleGroup struct {
-	rules []Rule
-	// anchored holds the indices of the rules anchored with '$', in
-	// order: the only ones that can match the query-less form of a path
-	// and not the path itself.
-	anchored []int32
-	load     ruleLoad
+// rareParts is what few files have, kept apart so that the others do not
+// pay for its fields.
+type rareParts struct {
+	paces   []paceRecord  // the paces of the product names that ask for one
+	usage   []usageGroup  // the groups with usage lines, in file order
+	ignored []IgnoredLine // only with Parser.KeepIgnored
 }
 
 // Pace is what robots.txt asks of a crawler's pace: an interval between
@@ -73,7 +62,8 @@ func (p Pace) stricter(q Pace) bool {
 	return q.Line == 0 || p.Interval > q.Interval || p.Interval == q.Interval && p.Line < q.Line
 }
 
-// Rule is one allow or disallow rule.
+// Rule is one allow or disallow rule. The zero Rule is no rule (see
+// [Rule.IsZero]).
 type Rule struct {
 	Pattern string // as written in the file
 	Line    int
@@ -82,12 +72,14 @@ type Rule struct {
 	// "Allow: /dir/index.html": it allows "/dir/$" too, since that URL
 	// serves the same page.
 	Implied bool
-
-	pattern pattern
 }
 
+// IsZero reports whether r is no rule: a verdict that no rule decided
+// has the zero Rule.
+func (r Rule) IsZero() bool { return r.Line == 0 }
+
 // String describes the rule for people: "disallow: /private/ (line 7)".
-func (r *Rule) String() string {
+func (r Rule) String() string {
 	var b strings.Builder
 	if r.Allow {
 		b.WriteString("allow: ")
@@ -204,21 +196,23 @@ func (r IgnoreReason) String() string {
 	return "ignore reason " + strconv.Itoa(int(r))
 }
 
-// Sitemaps returns the sitemap URLs in file order, without duplicates.
+// Sitemaps returns the sitemap URLs in file order, without duplicates,
+// in a new slice of views of the kept text.
 func (r *Robots) Sitemaps() []string {
-	if r == nil {
+	if r == nil || r.sitemaps.len() == 0 {
 		return nil
 	}
-	return r.sitemaps
+	text := r.text[r.sitemaps.start : r.sitemaps.end-1] // the last line break dropped
+	return strings.Split(text, "\n")
 }
 
 // Ignored returns every line that did not fully count, in file order,
 // when the file was parsed with [Parser.KeepIgnored]; nil otherwise.
 func (r *Robots) Ignored() []IgnoredLine {
-	if r == nil {
+	if r == nil || r.rare == nil {
 		return nil
 	}
-	return r.ignored
+	return r.rare.ignored
 }
 
 // IgnoredCount is how many entries [Robots.Ignored] has, or would have
@@ -228,7 +222,7 @@ func (r *Robots) IgnoredCount() int {
 	if r == nil {
 		return 0
 	}
-	return r.ignoredCount
+	return int(r.ignoredCount)
 }
 
 // Truncated reports whether the body was longer than the parse limit.
@@ -239,7 +233,7 @@ func (r *Robots) ParsedBytes() int {
 	if r == nil {
 		return 0
 	}
-	return r.parsed
+	return int(r.parsed)
 }
 
 // Lines is the number of lines parsed.
@@ -247,7 +241,7 @@ func (r *Robots) Lines() int {
 	if r == nil {
 		return 0
 	}
-	return r.lines
+	return int(r.lines)
 }
 
 // RetainedBytes estimates the memory the parsed file keeps alive, for
@@ -262,9 +256,9 @@ func (r *Robots) RetainedBytes() int64 {
 // Pace returns what the groups that apply to token ask of its pace (the
 // same groups as its rules'); false when none of them asks anything.
 func (r *Robots) Pace(token string) (Pace, bool) {
-	rs := r.ruleSetFor(token)
-	if rs == nil || rs.pace.Line == 0 {
+	p := r.ruleSetFor(token)
+	if p.s == nil {
 		return Pace{}, false
 	}
-	return rs.pace, true
+	return p.pace()
 }

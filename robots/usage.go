@@ -113,10 +113,39 @@ func compileUsage(groups []*group, lines int) ([]usageRule, []usageGroup) {
 	return all, compiled
 }
 
+// placeUsage places the strings of the usage lines in the text: for each
+// line, the offsets of its path, its pattern and its value, in that order.
+func (c *compactor) placeUsage(all []usageRule) []uint32 {
+	if len(all) == 0 {
+		return nil
+	}
+	at := make([]uint32, 0, 3*len(all))
+	for i := range all {
+		u := &all[i]
+		path := c.put(u.Path)
+		expr := path
+		if !strings.HasPrefix(u.Path, u.pattern.expr) {
+			expr = c.put(u.pattern.expr)
+		}
+		at = append(at, path, expr, c.put(u.Value))
+	}
+	return at
+}
+
+// keepUsage makes the strings of the usage lines views of text, where
+// placeUsage placed them, and returns the groups.
+func keepUsage(text string, all []usageRule, groups []usageGroup, at []uint32) []usageGroup {
+	for i := range all {
+		u := &all[i]
+		view := func(off uint32, s string) string { return text[off : off+uint32(len(s))] }
+		u.Path, u.pattern.expr, u.Value = view(at[3*i], u.Path), view(at[3*i+1], u.pattern.expr), view(at[3*i+2], u.Value)
+	}
+	return groups
+}
+
 // usageSize is the heap the usage lines keep, their strings aside.
 func usageSize(all []usageRule, groups []usageGroup) int64 {
-	return allocSize(int(unsafe.Sizeof(usageRule{}))*cap(all)) + allocSize(int(unsafe.Sizeof(usageGroup{}))*cap(groups)) +
-		allocSize(8*len(groups))
+	return allocSize(int(unsafe.Sizeof(usageRule{}))*cap(all)) + allocSize(int(unsafe.Sizeof(usageGroup{}))*cap(groups))
 }
 
 // usageSet marks usage lines of a rule set, numbered across its groups in
@@ -176,8 +205,8 @@ func (r *Robots) Usage(token, pathAndQuery string) []UsageLine {
 // Usage is [Robots.Usage] on the readings the judgement listed, whose cost
 // [Judgement.Cost] includes: a proxy weighs both before it matches either.
 func (j *Judgement) Usage() []UsageLine {
-	rs := j.rs
-	if j.outcome != OutcomeOK || rs == nil || len(rs.usage) == 0 {
+	rs := j.p
+	if j.outcome != OutcomeOK || rs.s == nil || rs.s.usage().len() == 0 {
 		return nil
 	}
 	if rs.usageLoad().all.base16 == 0 {
@@ -204,17 +233,18 @@ func (a *Answer) Usage(token, pathAndQuery string) []UsageLine {
 }
 
 // usageLoad is the load of every path of the usage lines of rs, as
-// [ruleSet.load] sums its rules'.
-func (rs *ruleSet) usageLoad() ruleLoad {
-	if len(rs.usage) == 1 {
-		return rs.usage[0].load
+// [product.load] sums its rules'.
+func (p product) usageLoad() ruleLoad {
+	groups := p.usageGroups()
+	if len(groups) == 1 {
+		return p.r.rare.usage[groups[0]].load
 	}
 	var l ruleLoad
-	for _, g := range rs.usage {
-		l.all.plus(g.load.all)
-		l.anchored.plus(g.load.anchored)
+	for _, g := range groups {
+		l.all.plus(p.r.rare.usage[g].load.all)
+		l.anchored.plus(p.r.rare.usage[g].load.anchored)
 	}
-	extra := 16 * costGroup * int64(len(rs.usage)-1)
+	extra := 16 * costGroup * int64(len(groups)-1)
 	if l.all.base16 > 0 {
 		l.all.base16 += extra
 	}
@@ -228,11 +258,12 @@ func (rs *ruleSet) usageLoad() ruleLoad {
 // reading, normalised, with its query from index query (-1: none): the
 // longest matching Content-Usage lines, every matching Content-Signal
 // line.
-func (rs *ruleSet) pickUsage(picked *usageSet, path string, query int) {
+func (rs product) pickUsage(picked *usageSet, path string, query int) {
 	var matched usageSet
 	best := int32(-1)
 	i := 0
-	for _, g := range rs.usage {
+	for _, gi := range rs.usageGroups() {
+		g := &rs.r.rare.usage[gi]
 		for k := range g.rules {
 			u := &g.rules[k]
 			if u.matches(path, query) {
@@ -247,7 +278,8 @@ func (rs *ruleSet) pickUsage(picked *usageSet, path string, query int) {
 	if best >= 0 {
 		// Only the longest Content-Usage lines apply.
 		i = 0
-		for _, g := range rs.usage {
+		for _, gi := range rs.usageGroups() {
+			g := &rs.r.rare.usage[gi]
 			for k := range g.rules {
 				if u := &g.rules[k]; u.Directive == DirectiveContentUsage && u.pattern.octets < best {
 					matched.remove(i)
@@ -261,13 +293,13 @@ func (rs *ruleSet) pickUsage(picked *usageSet, path string, query int) {
 
 // usageLines returns the usage lines of rs that picked marks, in file
 // order; every one when picked is nil. nil when there are none.
-func (rs *ruleSet) usageLines(picked *usageSet) []UsageLine {
+func (rs product) usageLines(picked *usageSet) []UsageLine {
 	n := 0
 	if picked != nil {
 		n = picked.count()
 	} else {
-		for _, g := range rs.usage {
-			n += len(g.rules)
+		for _, gi := range rs.usageGroups() {
+			n += len(rs.r.rare.usage[gi].rules)
 		}
 	}
 	if n == 0 {
@@ -275,7 +307,8 @@ func (rs *ruleSet) usageLines(picked *usageSet) []UsageLine {
 	}
 	out := make([]UsageLine, 0, n)
 	i := 0
-	for _, g := range rs.usage {
+	for _, gi := range rs.usageGroups() {
+		g := &rs.r.rare.usage[gi]
 		for k := range g.rules {
 			if picked == nil || picked.has(i) {
 				out = append(out, g.rules[k].UsageLine)
@@ -297,12 +330,13 @@ func (r *Robots) UsageEverywhere(token string) []UsageLine {
 		return nil
 	}
 	rs := r.ruleSetFor(token)
-	if rs == nil || len(rs.usage) == 0 {
+	if rs.s == nil || rs.s.usage().len() == 0 {
 		return nil
 	}
 	everywhere := func(u *usageRule) bool { return u.Path == "" || u.pattern.matchesEveryPath() }
 	best, scoped := int32(-1), false
-	for _, g := range rs.usage {
+	for _, gi := range rs.usageGroups() {
+		g := &rs.r.rare.usage[gi]
 		for k := range g.rules {
 			if u := &g.rules[k]; u.Directive == DirectiveContentUsage {
 				scoped = scoped || !everywhere(u)
@@ -312,7 +346,8 @@ func (r *Robots) UsageEverywhere(token string) []UsageLine {
 	}
 	var picked usageSet
 	i := 0
-	for _, g := range rs.usage {
+	for _, gi := range rs.usageGroups() {
+		g := &rs.r.rare.usage[gi]
 		for k := range g.rules {
 			u := &g.rules[k]
 			switch {

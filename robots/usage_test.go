@@ -172,7 +172,7 @@ func TestUsageCostBound(t *testing.T) {
 	}
 	r := Parser{}.Parse([]byte(b.String()))
 	path := "/" + strings.Repeat("ab//", 4096)
-	load := r.global.usageLoad()
+	load := product{r, &r.sets[r.global]}.usageLoad()
 	if plan := planReadings(load, path); plan.cost <= MaxDecisionCost {
 		t.Fatalf("the test path must cost more than the bound: %d", plan.cost)
 	}
@@ -360,8 +360,8 @@ func TestUsageKeepsVerdicts(t *testing.T) {
 			func(r *Robots) Verdict { return r.CheckReadings(c.token, c.path) },
 		} {
 			v, w := check(plain), check(extended)
-			if v.Allowed != w.Allowed || v.Cause != w.Cause || (v.Rule == nil) != (w.Rule == nil) ||
-				v.Rule != nil && (v.Rule.Pattern != w.Rule.Pattern || v.Rule.Allow != w.Rule.Allow) {
+			if v.Allowed != w.Allowed || v.Cause != w.Cause || v.Rule.IsZero() != w.Rule.IsZero() ||
+				v.Rule.Pattern != w.Rule.Pattern || v.Rule.Allow != w.Rule.Allow {
 				changed++
 				t.Errorf("%q for %s: %s without usage lines, %s with", c.path, c.token, v.Reason(), w.Reason())
 			}

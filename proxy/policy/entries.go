@@ -118,7 +118,7 @@ func (rs *ruleSet) refusal(pathAndQuery string) *Finding {
 	if v.Allowed {
 		return nil
 	}
-	if v.Cause == robots.CauseRule && v.Rule != nil {
+	if v.Cause == robots.CauseRule && !v.Rule.IsZero() {
 		if f := at(rs.findings, v.Rule.Line); f != nil {
 			return f
 		}
@@ -133,7 +133,7 @@ func (rs *ruleSet) everything() *Finding {
 		return nil
 	}
 	v, all := rs.robots.get().DisallowsAll("*")
-	if !all || v.Rule == nil {
+	if !all || v.Rule.IsZero() {
 		return nil
 	}
 	return at(rs.findings, v.Rule.Line)
@@ -154,7 +154,7 @@ func (es *exceptionSet) covering(pathAndQuery string) *Finding {
 		return nil
 	}
 	v := es.robots.get().CheckReadings("*", pathAndQuery)
-	if !v.Allowed || v.Cause != robots.CauseRule || v.Rule == nil || !v.Rule.Allow || v.Rule.Implied {
+	if !v.Allowed || v.Cause != robots.CauseRule || v.Rule.IsZero() || !v.Rule.Allow || v.Rule.Implied {
 		return nil
 	}
 	return at(es.findings, v.Rule.Line)
