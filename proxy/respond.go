@@ -41,7 +41,7 @@ func decisionValue(d *decision) string {
 	if r := d.verdict.Rule; !r.IsZero() {
 		param("rule", shown(r.Pattern))
 		b.WriteString("; line=")
-		b.WriteString(strconv.Itoa(r.Line))
+		b.WriteString(strconv.Itoa(int(r.Line)))
 		if reading := d.verdict.Reading; reading != nil {
 			param("reading", reading.Path)
 		}

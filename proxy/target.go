@@ -34,10 +34,14 @@ type target struct {
 	// has no path).
 	pathAndQuery string
 	path, query  string // pathAndQuery cut at its first '?'
-	hasQuery     bool   // tells "/a?" from "/a"
 	url          string // the URL the request stands for, for records and pages
 	origin       string // the canonical origin whose robots.txt applies
 }
+
+// hasQuery tells "/a?" from "/a": the path is all of pathAndQuery
+// without one. A method rather than a field keeps the decision, which
+// every request allocates, in its size class (TestDecisionSize).
+func (t *target) hasQuery() bool { return len(t.path) < len(t.pathAndQuery) }
 
 // requestError is a request the proxy refuses to handle as sent, with the
 // status and the reason it answers.
@@ -58,7 +62,7 @@ func badRequest(why string) *requestError {
 // goes through RawPath, which Go keeps only when it is a valid encoding;
 // ok is false when neither keeps the bytes.
 func (t *target) outgoingURL(u *url.URL) (ok bool) {
-	*u = url.URL{Scheme: t.scheme, Host: t.dial, RawQuery: t.query, ForceQuery: t.hasQuery && t.query == ""}
+	*u = url.URL{Scheme: t.scheme, Host: t.dial, RawQuery: t.query, ForceQuery: t.hasQuery() && t.query == ""}
 	if !strings.HasPrefix(t.path, "//") {
 		u.Opaque = t.path
 		return true
@@ -137,7 +141,7 @@ func parseTarget(r *http.Request, tun *tunnel, maxURL int, t *target) *requestEr
 	if !explicitPort {
 		t.port = defaultPort(t.scheme)
 	}
-	t.path, t.query, t.hasQuery = strings.Cut(t.pathAndQuery, "?")
+	t.path, t.query, _ = strings.Cut(t.pathAndQuery, "?")
 	if tun != nil && (t.scheme != tun.scheme || t.host != tun.host || t.port != tun.port) {
 		return &requestError{status: http.StatusMisdirectedRequest,
 			why: "this tunnel leads to " + tun.scheme + "://" + tun.authority + "; a request for " + t.scheme + "://" + t.authority + " needs a tunnel of its own"}

@@ -106,7 +106,7 @@ func (r *Robots) ruleAt(i int) Rule {
 	if x.meta&ruleWrittenBefore != 0 {
 		start -= uint32(x.wlen)
 	}
-	return Rule{Pattern: r.text[start : start+uint32(x.wlen)], Line: x.line(), Allow: x.allow(), Implied: x.implied()}
+	return Rule{Pattern: r.text[start : start+uint32(x.wlen)], Line: int32(x.line()), Allow: x.allow(), Implied: x.implied()}
 }
 
 // span is a range of one of a file's shared slices.

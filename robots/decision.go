@@ -58,7 +58,7 @@ func (d *Decision) SetVerdict(v Verdict) {
 	d.Group, d.GroupLines = v.Group, v.GroupLines
 	d.Rule, d.RuleLine = "", 0
 	if !v.Rule.IsZero() {
-		d.Rule, d.RuleLine = v.Rule.Pattern, v.Rule.Line
+		d.Rule, d.RuleLine = v.Rule.Pattern, int(v.Rule.Line)
 	}
 	d.Reading, d.ReadingSteps = "", ""
 	if v.Reading != nil {

@@ -40,7 +40,7 @@ func ruleOctets(rule Rule) int32 {
 
 // handedOut is a compiled rule as a verdict hands it out.
 func handedOut(c *compiledRule) Rule {
-	return Rule{Pattern: c.written, Line: c.rec.line(), Allow: c.rec.allow(), Implied: c.rec.implied()}
+	return Rule{Pattern: c.written, Line: int32(c.rec.line()), Allow: c.rec.allow(), Implied: c.rec.implied()}
 }
 
 // The differential tests below compare the parser and matcher, which keep

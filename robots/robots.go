@@ -66,8 +66,11 @@ func (p Pace) stricter(q Pace) bool {
 // [Rule.IsZero]).
 type Rule struct {
 	Pattern string // as written in the file
-	Line    int
-	Allow   bool
+	// Line is 32 bits (robots.txt is parsed up to MaxParseBytes): a
+	// Verdict, which holds a Rule, stays small enough for the decision a
+	// proxy allocates per request.
+	Line  int32
+	Allow bool
 	// Implied marks the rule Google's parser, and robotsgate, add for
 	// "Allow: /dir/index.html": it allows "/dir/$" too, since that URL
 	// serves the same page.
@@ -92,7 +95,7 @@ func (r Rule) String() string {
 		b.WriteString(r.Pattern)
 	}
 	b.WriteString(" (line ")
-	b.WriteString(strconv.Itoa(r.Line))
+	b.WriteString(strconv.Itoa(int(r.Line)))
 	if r.Implied {
 		b.WriteString(", implied by ")
 		b.WriteString(r.Pattern)

@@ -119,7 +119,7 @@ func (rs *ruleSet) refusal(pathAndQuery string) *Finding {
 		return nil
 	}
 	if v.Cause == robots.CauseRule && !v.Rule.IsZero() {
-		if f := at(rs.findings, v.Rule.Line); f != nil {
+		if f := at(rs.findings, int(v.Rule.Line)); f != nil {
 			return f
 		}
 	}
@@ -136,7 +136,7 @@ func (rs *ruleSet) everything() *Finding {
 	if !all || v.Rule.IsZero() {
 		return nil
 	}
-	return at(rs.findings, v.Rule.Line)
+	return at(rs.findings, int(v.Rule.Line))
 }
 
 // exceptionSet is a site entry's exceptions as one robots.txt group.
@@ -157,7 +157,7 @@ func (es *exceptionSet) covering(pathAndQuery string) *Finding {
 	if !v.Allowed || v.Cause != robots.CauseRule || v.Rule.IsZero() || !v.Rule.Allow || v.Rule.Implied {
 		return nil
 	}
-	return at(es.findings, v.Rule.Line)
+	return at(es.findings, int(v.Rule.Line))
 }
 
 // compile builds the lookups of a parsed policy.
