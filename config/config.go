@@ -186,10 +186,10 @@ type Config struct {
 
 	// ParseLimit is how much of a robots.txt is parsed; RFC 9309 §2.5 sets
 	// a floor of 500 KiB.
-	ParseLimit ByteSize `env:"PARSE_LIMIT" envDefault:"500KiB" desc:"How much of a robots.txt is parsed, from 500KiB (RFC 9309 minimum) to 64MiB; a file parsed keeps at most 24 times this in memory, plus 1.3MiB"`
+	ParseLimit ByteSize `env:"PARSE_LIMIT" envDefault:"500KiB" desc:"How much of a robots.txt is parsed, from 500KiB (RFC 9309 minimum) to 64MiB; a file parsed keeps at most 8 times this in memory, plus 1.3MiB"`
 
 	// CacheMaxBytes bounds the memory of the robots.txt cache.
-	CacheMaxBytes ByteSize `env:"CACHE_MAX_BYTES" envDefault:"64MiB" desc:"Memory bound of the robots.txt cache, each parsed file charged the memory it keeps, at least 1MiB; below twice what a file of ROBOTSGATE_PARSE_LIMIT may keep (28MiB for 500KiB) robotsgate warns at start, as the costliest files may then be fetched for every request"`
+	CacheMaxBytes ByteSize `env:"CACHE_MAX_BYTES" envDefault:"64MiB" desc:"Memory bound of the robots.txt cache, each parsed file charged the memory it keeps, at least 1MiB; below twice what a file of ROBOTSGATE_PARSE_LIMIT may keep (12MiB for 500KiB) robotsgate warns at start, as the costliest files may then be fetched for every request"`
 
 	// CacheMaxAge is the longest a fetched robots.txt is used before it is
 	// fetched again; RFC 9309 §2.4 caps it at 24 h.

@@ -224,12 +224,12 @@ func TestCacheRoomForTheLargestFile(t *testing.T) {
 		wantWords []string
 	}{
 		{nil, 500 << 10, false, nil},
-		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "16MiB"}, 500 << 10, true,
-			[]string{"ROBOTSGATE_CACHE_MAX_BYTES (16 MiB) is too small for ROBOTSGATE_PARSE_LIMIT (500 KiB)", "fetched and parsed again for every request to its origin", "at least 28 MiB"}},
-		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "28MiB"}, 500 << 10, false, nil},
-		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "1MiB"}, 500 << 10, true, []string{"(1 MiB)", "at least 28 MiB"}},
-		{map[string]string{"ROBOTSGATE_PARSE_LIMIT": "1MiB"}, 1 << 20, false, nil},
-		{map[string]string{"ROBOTSGATE_PARSE_LIMIT": "2MiB"}, 2 << 20, true, []string{"ROBOTSGATE_PARSE_LIMIT (2 MiB)", "ROBOTSGATE_CACHE_MAX_BYTES (64 MiB)"}},
+		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "8MiB"}, 500 << 10, true,
+			[]string{"ROBOTSGATE_CACHE_MAX_BYTES (8 MiB) is too small for ROBOTSGATE_PARSE_LIMIT (500 KiB)", "fetched and parsed again for every request to its origin", "at least 12 MiB"}},
+		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "12MiB"}, 500 << 10, false, nil},
+		{map[string]string{"ROBOTSGATE_CACHE_MAX_BYTES": "1MiB"}, 500 << 10, true, []string{"(1 MiB)", "at least 12 MiB"}},
+		{map[string]string{"ROBOTSGATE_PARSE_LIMIT": "2MiB"}, 2 << 20, false, nil},
+		{map[string]string{"ROBOTSGATE_PARSE_LIMIT": "4MiB"}, 4 << 20, true, []string{"ROBOTSGATE_PARSE_LIMIT (4 MiB)", "ROBOTSGATE_CACHE_MAX_BYTES (64 MiB)"}},
 	} {
 		environ := map[string]string{"ROBOTSGATE_MITM": "false"}
 		maps.Copy(environ, tt.environ)

@@ -28,7 +28,7 @@ import (
 //     times more per byte (each is a rule, and an implied one);
 //   - names: 500 KiB of distinct "User-agent: a<n>" lines after a group
 //     for every crawler, the costliest file per byte robotsgate keeps (see
-//     robots.MaxRetainedPerByte), about 11 times its size;
+//     robots.MaxRetainedPerByte);
 //
 // and
 //

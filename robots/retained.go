@@ -11,7 +11,7 @@ package robots
 // for the parser to change; the configuration's warnings are computed
 // from it. robots.TestRetainedBound and robots.FuzzRetainedBound check it.
 const (
-	MaxRetainedPerByte = 24
+	MaxRetainedPerByte = 8
 	MaxRetainedBase    = 4 << 10
 )
 
