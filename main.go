@@ -27,6 +27,7 @@ import (
 
 	"robotsgate/cache"
 	"robotsgate/cache/fleet"
+	"robotsgate/cache/headroom"
 	"robotsgate/config"
 	"robotsgate/config/cmd/settings"
 	"robotsgate/proxy"
@@ -292,9 +293,15 @@ func serveWith(cfg *config.Config, log *slog.Logger, policyFile *live.File[*poli
 		st := policyFile.State()
 		policyInForce = st.Path + " version " + st.Version
 	}
+	// The collector's room for garbage follows the heap outside the
+	// robots.txt cache (cache/headroom), unless the operator chose it.
+	gcHeadroom := "adaptive"
+	if gogc, limit := os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"); gogc != "" || limit != "" {
+		gcHeadroom = "GOGC=" + gogc + " GOMEMLIMIT=" + limit
+	}
 	log.Info("robotsgate listening", "version", buildVersion(), "addr", ln.Addr().String(), "mode", cfg.Mode,
 		"mitm", cfg.MITM, "auth", cfg.Auth, "token", cfg.Token, "crawl_delay", cfg.CrawlDelay, "audit_log", cfg.AuditLog, "deny_destinations", cfg.DenyDestinations.String(),
-		"upstream_proxy", upstreamProxy, "fleet", cfg.Fleet(), "policy", policyInForce)
+		"upstream_proxy", upstreamProxy, "fleet", cfg.Fleet(), "policy", policyInForce, "gc_headroom", gcHeadroom)
 	var signers []*signing.Identity // each said once, so the log tells what is signed
 	if policyFile != nil {
 		signers = policyFile.Current().Identities()
@@ -323,6 +330,9 @@ func serveWith(cfg *config.Config, log *slog.Logger, policyFile *live.File[*poli
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go reloadOnHangup(ctx, hangups, reloads{gate: gate, policy: policyFile, audit: auditLog}, log)
+	if gcHeadroom == "adaptive" {
+		go headroom.Run(ctx, headroom.Options{Static: rules.CostBytes, Logger: log.With("component", "gc")})
+	}
 	go gate.Watch(ctx, cfg.WatchInterval)
 	if policyFile != nil {
 		go policyFile.Watch(ctx, cfg.WatchInterval)

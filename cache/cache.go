@@ -235,6 +235,7 @@ type Cache[V any] struct {
 	load    LoadFunc[V]
 	log     *slog.Logger
 	main    *ristretto.Cache[string, *entry[V]]
+	index   int64 // IndexBytes(opts.MaxBytes), charged from the start
 	window  *admissionWindow[V]
 	flights singleflight.Group
 	// retries are the flights, one per caller and key, of the Gets whose
@@ -384,7 +385,8 @@ func New[V any](opts Options, load LoadFunc[V]) (*Cache[V], error) {
 	}
 	// The index ristretto allocates for the budget is memory the budget
 	// causes: it is charged first, and the entries get the rest.
-	c.main, err = ristretto.NewCache(c.ristrettoConfig(opts.MaxBytes - windowBytes - IndexBytes(opts.MaxBytes)))
+	c.index = IndexBytes(opts.MaxBytes)
+	c.main, err = ristretto.NewCache(c.ristrettoConfig(opts.MaxBytes - windowBytes - c.index))
 	if err != nil {
 		return nil, fmt.Errorf("cache: creating ristretto cache: %w", err)
 	}
@@ -827,12 +829,19 @@ func (c *Cache[V]) Stats() Stats {
 		s.Loads[k] = v
 	}
 	c.loadsMu.Unlock()
-	c.closeMu.RLock()
-	if !c.closed.Load() {
-		s.CostBytes = IndexBytes(c.opts.MaxBytes) + c.main.MaxCost() - c.main.RemainingCost() + c.window.bytes()
-	}
-	c.closeMu.RUnlock()
+	s.CostBytes = c.CostBytes()
 	return s
+}
+
+// CostBytes is what Stats.CostBytes says, read alone: the bytes charged
+// against MaxBytes (the index and the entries held), 0 after Close.
+func (c *Cache[V]) CostBytes() int64 {
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	if c.closed.Load() {
+		return 0
+	}
+	return c.index + c.main.MaxCost() - c.main.RemainingCost() + c.window.bytes()
 }
 
 // Close stops the cache's background goroutines and frees its memory.
