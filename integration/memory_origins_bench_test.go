@@ -17,39 +17,54 @@ import (
 // binary, running as its own process, per cached origin: b.N origins,
 // each on its own loopback port, serve originsSource (a real 2,143-byte
 // robots.txt of 77 rules) and a page it allows. originsClients keep-alive
-// clients ask through the proxy for that page on every origin, one round,
-// then two more.
+// clients ask through the proxy for that page on every origin of the
+// first half, one round, then two more (crawlHalves), then on the second
+// half likewise, then once more on all of them.
 //
 //   - budget-holds-all: ROBOTSGATE_CACHE_MAX_BYTES=originsBudget holds
 //     every file, so each origin must see exactly one robots.txt fetch in
-//     the three rounds; the benchmark fails otherwise;
+//     all those rounds, the last included (the second half did not evict
+//     the first); the benchmark fails otherwise;
 //   - default-budget: the default 64 MiB holds a few thousand of them, and
 //     the rest are evicted and fetched again, as designed (informative).
 //
 // It reads the proxy's /metrics after a warm-up request (start), after
-// round 1 and after round 3, each time once the proxy's goroutine count
-// has settled, and reports: the robots.txt fetches per origin, counted at
-// the origins (fetches/origin); the resident set at those three points
-// (rss-MiB-start, rss-MiB-round1, rss-MiB-after) and its growth per
-// origin from start to after (rss-B/origin); the growth of the heap in
-// use and of the heap objects per origin (heap-B/origin,
-// objects/origin); the bytes charged to the cache per origin, its index
-// (charged from the start) left out
-// (cache-B/origin); the growth not explained by the cache, the resident
-// growth less twice the cache's charge (with GOGC=100 the heap is about
-// twice what is live), per origin (not-cache-B/origin); the proxy's
-// goroutines after (goroutines); and the file descriptors it opened
-// beyond start (fds-added: idle connections to origins, at most
+// the first half's rounds (half) and after the second's (after), each
+// time once the proxy's goroutine count has settled, and reports: the
+// robots.txt fetches per origin, counted at the origins (fetches/origin);
+// the resident set at those three points (rss-MiB-start, rss-MiB-half,
+// rss-MiB-after); per origin from start to after, the resident growth
+// (rss-B/origin), the heap in use and heap objects grown
+// (heap-B/origin, objects/origin), the bytes charged to the cache, its
+// index (charged from the start) left out (cache-B/origin), and the
+// resident growth less twice the cache's charge (not-cache-B/origin: with
+// GOGC=100 the heap is about twice what is live); the slopes, the growth
+// from half to after per origin of the second half (rss-slope-B/origin,
+// heap-slope-B/origin, cache-slope-B/origin); the proxy's goroutines
+// after (goroutines); and the file descriptors it opened beyond start
+// (fds-added: idle connections to origins, at most
 // ROBOTSGATE_UPSTREAM_IDLE_CONNS for pages plus the robots.txt fetcher's
-// own few, and the crawler's connections). No GC is forced in the proxy,
-// so the heap includes garbage, as it does in service. GOGC and
-// GOMEMLIMIT, when set in the benchmark's environment, reach the proxy
-// (cleanEnv keeps them). ns/op is the time of the three rounds per origin.
+// own few, and the crawler's connections).
+//
+// The slope is the figure per origin: the growth from start also holds
+// costs that do not grow with the origins, bounded and reached within
+// the first half once it has more origins than idle connections are kept
+// (originsUpstreamIdle: from about 2,200 origins in all) (up to ROBOTSGATE_UPSTREAM_IDLE_CONNS idle
+// connections to origins with two goroutines and their buffers each, the
+// fetcher's, the crawler's connections, stacks, the collector's first
+// cycles), so rss-B/origin at N origins is the slope plus about that
+// fixed cost ÷ N. Both halves run the same three rounds, so the garbage
+// each leaves behind is alike.
+//
+// No GC is forced in the proxy, so the heap includes garbage, as it does
+// in service. GOGC and GOMEMLIMIT, when set in the benchmark's
+// environment, reach the proxy (cleanEnv keeps them). ns/op is the time
+// of the two halves' rounds per origin.
 //
 // b.N is the number of origins; the figures are for 10,000 and
 // 15,000:
 //
-//	go test ./integration -run '^$' -bench '^BenchmarkOriginsRSS$' -benchtime 10000x -timeout 60m
+//	go test ./integration -run '^$' -bench '^BenchmarkOriginsRSS$' -benchtime 15000x -timeout 60m
 func BenchmarkOriginsRSS(b *testing.B) {
 	body, err := os.ReadFile(originsSource)
 	if err != nil {
@@ -67,7 +82,7 @@ const (
 	originsPath   = "/page"
 	// originsClients is how many keep-alive crawlers ask at once.
 	originsClients = 8
-	// originsRounds is how many times the crawl goes through all origins.
+	// originsRounds is how many times the crawl goes through each half.
 	originsRounds = 3
 	// originsBudget is a cache budget that holds every origin's file at
 	// the sizes asked for (about 10 KB charged per origin at the base).
@@ -123,63 +138,22 @@ func benchOriginsRSS(b *testing.B, body []byte, holdsAll bool) {
 	}
 	p, crawler, metricsClient, start := startMeasured(b, originsClients, proxyNeed, env...)
 	b.Logf("robotsgate runs with %s, %s (unset: the runtime's defaults)", childEnv(p, "GOGC"), childEnv(p, "GOMEMLIMIT"))
-	allowed := func(status int) bool { return status == http.StatusOK }
 
-	began := time.Now()
-	b.ResetTimer()
-	if err := crawl(crawler, addrs, originsPath, allowed, originsClients); err != nil {
-		b.Fatalf("round 1: %v", err)
-	}
-	b.StopTimer()
-	round1Took := time.Since(began)
-	round1, err := settledMetrics(metricsClient, p, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	round1Fetches := fetches.Load()
-
-	began = time.Now()
-	b.StartTimer()
-	for round := 2; round <= originsRounds; round++ {
-		if err := crawl(crawler, addrs, originsPath, allowed, originsClients); err != nil {
-			b.Fatalf("round %d: %v", round, err)
-		}
-	}
-	b.StopTimer()
-	laterTook := time.Since(began)
-	after, err := settledMetrics(metricsClient, p, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-
+	h := crawlHalves(b, p, crawler, metricsClient, addrs, fetches.Load)
+	after := h.after
 	n := float64(b.N)
-	total := fetches.Load()
 	delta := func(name string) float64 { return after[name] - start[name] }
 	// The cache's index is charged from the start: what the origins add.
 	cache := delta("robotsgate_robots_cache_bytes")
-	rssGrowth := delta("process_resident_memory_bytes")
-	b.ReportMetric(float64(total)/n, "fetches/origin")
-	b.ReportMetric(mib(start["process_resident_memory_bytes"]), "rss-MiB-start")
-	b.ReportMetric(mib(round1["process_resident_memory_bytes"]), "rss-MiB-round1")
-	b.ReportMetric(mib(after["process_resident_memory_bytes"]), "rss-MiB-after")
-	b.ReportMetric(rssGrowth/n, "rss-B/origin")
-	b.ReportMetric(delta("go_memstats_heap_inuse_bytes")/n, "heap-B/origin")
+	b.ReportMetric(h.fetches[2]/n, "fetches/origin")
+	h.report(b, start)
 	b.ReportMetric(delta("go_memstats_heap_objects")/n, "objects/origin")
-	b.ReportMetric(cache/n, "cache-B/origin")
-	b.ReportMetric((rssGrowth-2*cache)/n, "not-cache-B/origin")
+	b.ReportMetric((delta("process_resident_memory_bytes")-2*cache)/n, "not-cache-B/origin")
 	b.ReportMetric(after["go_goroutines"], "goroutines")
 	b.ReportMetric(delta("process_open_fds"), "fds-added")
-	b.Logf("%d origins of %d bytes, %d clients: round 1 took %v (%d fetches), rounds 2-%d %v (%d fetches); cache %.1f MiB of %.0f MiB (%v evicted); "+
-		"rss %.1f -> %.1f -> %.1f MiB; heap_inuse %.1f -> %.1f -> %.1f MiB; heap_alloc %.1f MiB; heap_objects %v -> %v; next GC at %.1f MiB; heap_idle %.1f MiB, heap_released %.1f MiB; stack_inuse %.1f MiB; sys %.1f MiB; gcs %v; "+
-		"goroutines %v -> %v; open fds %v -> %v; pace schedules %v; robots.txt requests from other processes %d",
-		b.N, len(body), originsClients, round1Took.Round(time.Millisecond), round1Fetches, originsRounds, laterTook.Round(time.Millisecond), total-round1Fetches,
-		mib(cache), mib(after["robotsgate_robots_cache_budget_bytes"]), after["robotsgate_robots_cache_evictions_total"],
-		mib(start["process_resident_memory_bytes"]), mib(round1["process_resident_memory_bytes"]), mib(after["process_resident_memory_bytes"]),
-		mib(start["go_memstats_heap_inuse_bytes"]), mib(round1["go_memstats_heap_inuse_bytes"]), mib(after["go_memstats_heap_inuse_bytes"]),
-		mib(after["go_memstats_heap_alloc_bytes"]), start["go_memstats_heap_objects"], after["go_memstats_heap_objects"],
-		mib(after["go_memstats_next_gc_bytes"]), mib(after["go_memstats_heap_idle_bytes"]), mib(after["go_memstats_heap_released_bytes"]),
-		mib(after["go_memstats_stack_inuse_bytes"]), mib(after["go_memstats_sys_bytes"]),
-		after["go_gc_duration_seconds_count"]-start["go_gc_duration_seconds_count"],
+	b.Logf("%d origins of %d bytes, %d clients: %s; heap_objects %v -> %v; goroutines %v -> %v; open fds %v -> %v; pace schedules %v; robots.txt requests from other processes %d",
+		b.N, len(body), originsClients, h.describe(start),
+		start["go_memstats_heap_objects"], after["go_memstats_heap_objects"],
 		start["go_goroutines"], after["go_goroutines"], start["process_open_fds"], after["process_open_fds"], after["robotsgate_pace_schedules"], strays.Load())
 
 	if !holdsAll {
@@ -195,10 +169,98 @@ func benchOriginsRSS(b *testing.B, body []byte, holdsAll bool) {
 			wrong = append(wrong, fmt.Sprintf("%s: %d (%s)", addr, got, f))
 		}
 	}
-	if total != int64(b.N) || len(wrong) > 0 {
-		b.Fatalf("with a cache budget of %s that holds them all, %d origins saw %d robots.txt fetches in %d rounds (%d in round 1; cache %.1f MiB charged, %v evicted), want exactly one each; %d origins differ, first: %s",
-			originsBudget, b.N, total, originsRounds, round1Fetches, mib(cache), after["robotsgate_robots_cache_evictions_total"], len(wrong), strings.Join(wrong[:min(len(wrong), 5)], "; "))
+	if total := fetches.Load(); total != int64(b.N) || len(wrong) > 0 {
+		b.Fatalf("with a cache budget of %s that holds them all, %d origins saw %d robots.txt fetches (%s; cache %.1f MiB charged, %v evicted), want exactly one each; %d origins differ, first: %s",
+			originsBudget, b.N, total, h.fetchCounts(), mib(cache), after["robotsgate_robots_cache_evictions_total"], len(wrong), strings.Join(wrong[:min(len(wrong), 5)], "; "))
 	}
+}
+
+// halves is what crawlHalves saw.
+type halves struct {
+	n, second  int                // origins in all, in the second half
+	mid, after map[string]float64 // the proxy's settled metrics after each half
+	took       [2]time.Duration   // each half's rounds
+	// fetches are the robots.txt fetches counted after each half and
+	// after the last round over all origins.
+	fetches [3]float64
+}
+
+// crawlHalves asks for originsPath on every origin of the first half of
+// addrs, originsRounds times, through crawler, reads the proxy's settled
+// metrics, does the same with the second half, then asks once more on
+// every origin (after the reading) so that a first half evicted by the
+// second shows in the fetch count. The benchmark's timer runs only during
+// the halves' rounds. fetches is the robots.txt fetches counted so far.
+//
+// Both halves go through the same rounds, so the growth from mid to after
+// is what the second half's origins add, the costs that do not grow with
+// them (reached in the first half) left out.
+func crawlHalves(b *testing.B, p *proxyProcess, crawler, metricsClient *http.Client, addrs []string, fetches func() int64) halves {
+	allowed := func(status int) bool { return status == http.StatusOK }
+	h := halves{n: len(addrs), second: len(addrs) - len(addrs)/2}
+	b.ResetTimer()
+	for i, half := range [][]string{addrs[:len(addrs)/2], addrs[len(addrs)/2:]} {
+		began := time.Now()
+		b.StartTimer()
+		for round := 1; round <= originsRounds; round++ {
+			if err := crawl(crawler, half, originsPath, allowed, originsClients); err != nil {
+				b.Fatalf("half %d, round %d: %v", i+1, round, err)
+			}
+		}
+		b.StopTimer()
+		h.took[i] = time.Since(began)
+		m, err := settledMetrics(metricsClient, p, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.fetches[i] = float64(fetches())
+		if i == 0 {
+			h.mid = m
+		} else {
+			h.after = m
+		}
+	}
+	if err := crawl(crawler, addrs, originsPath, allowed, originsClients); err != nil {
+		b.Fatalf("the last round over all origins: %v", err)
+	}
+	h.fetches[2] = float64(fetches())
+	return h
+}
+
+// report reports the resident set at start, half and after, and per
+// origin the growth of the resident set, the heap in use and the cache's
+// charge from start (…-B/origin) and from mid to after (…-slope-B/origin).
+func (h halves) report(b *testing.B, start map[string]float64) {
+	b.ReportMetric(mib(start["process_resident_memory_bytes"]), "rss-MiB-start")
+	b.ReportMetric(mib(h.mid["process_resident_memory_bytes"]), "rss-MiB-half")
+	b.ReportMetric(mib(h.after["process_resident_memory_bytes"]), "rss-MiB-after")
+	for _, m := range []struct{ metric, unit string }{
+		{"process_resident_memory_bytes", "rss"},
+		{"go_memstats_heap_inuse_bytes", "heap"},
+		{"robotsgate_robots_cache_bytes", "cache"},
+	} {
+		b.ReportMetric((h.after[m.metric]-start[m.metric])/float64(h.n), m.unit+"-B/origin")
+		b.ReportMetric((h.after[m.metric]-h.mid[m.metric])/float64(h.second), m.unit+"-slope-B/origin")
+	}
+}
+
+// describe is the readings at start, half and after, for the log.
+func (h halves) describe(start map[string]float64) string {
+	at := func(name string) string {
+		return fmt.Sprintf("%.1f -> %.1f -> %.1f MiB", mib(start[name]), mib(h.mid[name]), mib(h.after[name]))
+	}
+	return fmt.Sprintf("halves of %d and %d origins took %v and %v (%s); cache %s of %.0f MiB (%v evicted); rss %s; heap_inuse %s; heap_alloc %s; next GC at %s; stack_inuse %s; heap_released %.1f MiB; sys %.1f MiB; gcs %v and %v",
+		h.n-h.second, h.second, h.took[0].Round(time.Millisecond), h.took[1].Round(time.Millisecond), h.fetchCounts(),
+		at("robotsgate_robots_cache_bytes"), mib(h.after["robotsgate_robots_cache_budget_bytes"]), h.after["robotsgate_robots_cache_evictions_total"],
+		at("process_resident_memory_bytes"), at("go_memstats_heap_inuse_bytes"), at("go_memstats_heap_alloc_bytes"),
+		at("go_memstats_next_gc_bytes"), at("go_memstats_stack_inuse_bytes"),
+		mib(h.after["go_memstats_heap_released_bytes"]), mib(h.after["go_memstats_sys_bytes"]),
+		h.mid["go_gc_duration_seconds_count"]-start["go_gc_duration_seconds_count"], h.after["go_gc_duration_seconds_count"]-h.mid["go_gc_duration_seconds_count"])
+}
+
+// fetchCounts is the robots.txt fetches in each part of the crawl.
+func (h halves) fetchCounts() string {
+	return fmt.Sprintf("robots.txt fetches: %v in the first half, %v in the second, %v in the last round", h.fetches[0], h.fetches[1]-h.fetches[0], h.fetches[2]-h.fetches[1])
 }
 
 // originFetches are the robots.txt requests one origin received.
