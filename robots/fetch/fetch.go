@@ -356,8 +356,8 @@ type Result struct {
 	// Bytes is how many body bytes were read: at most the parse limit
 	// plus one (see [Options.MaxBytes]).
 	Bytes int32
-	// Status is the status of the last answer, 0 when there was none;
-	// an answer with a status of more than three digits is none.
+	// Status is the status of the last answer, 0 when there was none
+	// (an HTTP/2 status past three digits is none: unreachable).
 	Status uint16
 	// Redirects is how many redirects were followed: at most
 	// MaxRedirects.
