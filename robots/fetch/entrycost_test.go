@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"testing"
+	"unsafe"
 
 	"robotsgate/cache"
 	"robotsgate/robots"
@@ -112,6 +113,15 @@ func TestCacheChargesWhatOriginsCost(t *testing.T) {
 				t.Errorf("charged %.0f B per origin for %.0f B of live heap (%.2f), want within 15%%", m.charged, m.heap, ratio)
 			}
 		})
+	}
+}
+
+// TestResultSize: what a cache keeps of every origin beside its rules
+// stays in the 112-byte size class: what only Load uses is a Timing, kept
+// beside the Result.
+func TestResultSize(t *testing.T) {
+	if size := unsafe.Sizeof(Result{}); allocSize(int(size)) > 112 {
+		t.Errorf("Result is %d bytes, in the %d-byte size class; want 112 at most", size, allocSize(int(size)))
 	}
 }
 

@@ -119,7 +119,8 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// MaxBytes is the parse limit (see [robots.Parser]): at most
 	// MaxBytes+1 bytes of a body are read, the extra byte to notice a
-	// longer one. Zero or less means robots.DefaultMaxBytes.
+	// longer one. Zero or less means robots.DefaultMaxBytes; more than
+	// robots.MaxParseBytes means robots.MaxParseBytes.
 	MaxBytes int
 	// KeepIgnored keeps the list of the lines the parser ignored (see
 	// [robots.Parser.KeepIgnored]) in every Result. The proxy leaves it
@@ -229,6 +230,8 @@ func newFetcher(opts Options, resolver egress.Resolver) *Fetcher {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = robots.DefaultMaxBytes
 	}
+	// The parser reads no more; Result.Bytes holds what the limit allows.
+	opts.MaxBytes = min(opts.MaxBytes, robots.MaxParseBytes)
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = DefaultMaxConcurrent
 	}
@@ -321,9 +324,11 @@ func (f *Fetcher) proxyFor(req *http.Request) (*url.URL, error) {
 	return f.upstream.For(req)
 }
 
-// Result is one robots.txt fetch: how it went, what the origin asked
-// of caches and, when it succeeded, the rules. It is immutable once
-// returned and safe for concurrent use.
+// Result is one robots.txt fetch: how it went and, when it succeeded,
+// the rules; what a cache keeps of it for as long as it keeps the rules
+// (what only loading it into a cache uses is its [Timing]). It is
+// immutable once returned and safe for concurrent use. Its fields are
+// ordered and sized to fit the 112-byte size class.
 type Result struct {
 	// Answer is the outcome, in RFC 9309's terms, with the rules when it
 	// is OK; its Check and CheckReadings judge paths.
@@ -344,29 +349,35 @@ type Result struct {
 	// *SlotError when robots.txt was not fetched at all, a
 	// *ParseSlotError when it was fetched but not parsed.
 	Err error
-	// Status is the status of the last answer, 0 when there was none.
-	Status int
-	// Redirects is how many redirects were followed.
-	Redirects int
-	// Bytes is how many body bytes were read: at most the parse limit
-	// plus one.
-	Bytes int
-	// Duration is how long the fetch took, redirects and parsing
-	// included.
-	Duration time.Duration
-	// FetchedAt is when the fetch ended.
-	FetchedAt time.Time
-	// Freshness is what the last answer asked of caches.
-	Freshness Freshness
 	// TDMRep is the origin's tdmrep.json when [Options.TDMRep] is set and
 	// it was fetched (a 2xx answer, redirects followed) and parsed; nil
 	// otherwise. It is kept, cached and shared with robots.txt's rules.
 	TDMRep *usage.TDMRep
+	// Bytes is how many body bytes were read: at most the parse limit
+	// plus one (see [Options.MaxBytes]).
+	Bytes int32
+	// Status is the status of the last answer, 0 when there was none
+	// (an HTTP/2 status past three digits is none: unreachable).
+	Status uint16
+	// Redirects is how many redirects were followed: at most
+	// MaxRedirects.
+	Redirects uint8
 	// Truncated reports a body longer than the parse limit.
 	Truncated bool
-	// tdmrepLocal says TDMRep is nil for a reason of this instance's (see
-	// Load).
-	tdmrepLocal tdmrepLocality
+}
+
+// Timing is what a fetch yields beside its [Result] that only loading
+// it into a cache uses, so that a cache does not keep it for as long as
+// the rules: when it ended, how long it took, how long its answer may
+// be kept.
+type Timing struct {
+	// FetchedAt is when the fetch ended.
+	FetchedAt time.Time
+	// Duration is how long the fetch took, redirects and parsing
+	// included.
+	Duration time.Duration
+	// Freshness is what the last answer asked of caches.
+	Freshness Freshness
 }
 
 // RetainedBytes is the memory r keeps alive, parsed rules included, for
@@ -450,8 +461,23 @@ func MaxRetainedBytes(maxBytes int) int64 {
 // then the fetch), or sooner when ctx ends. Its slot is taken from the
 // share of the client ctx names (see [ClientContext]).
 func (f *Fetcher) Fetch(ctx context.Context, origin string) *Result {
-	res, _ := f.fetchBodies(ctx, origin)
+	res, _ := f.FetchTimed(ctx, origin)
 	return res
+}
+
+// FetchTimed is Fetch that also returns the fetch's Timing.
+func (f *Fetcher) FetchTimed(ctx context.Context, origin string) (*Result, Timing) {
+	res, fx := f.fetchAll(ctx, origin)
+	return res, fx.Timing
+}
+
+// fetched is what a fetch yields beside its Result for [Fetcher.Load]
+// alone: its Timing, the bodies parsed (for a shared store), and why
+// Result.TDMRep is nil when the reason is this instance's.
+type fetched struct {
+	Timing
+	bodies
+	tdmrepLocal tdmrepLocality
 }
 
 // bodies are the bodies a fetch parsed, nil for none: what [Fetcher.Load]
@@ -460,25 +486,26 @@ type bodies struct {
 	robots, tdmrep []byte
 }
 
-// fetchBodies is Fetch that also returns the bodies it parsed: robots.txt
-// when the outcome is OK, tdmrep.json when Result.TDMRep is set.
-func (f *Fetcher) fetchBodies(ctx context.Context, origin string) (*Result, bodies) {
+// fetchAll is FetchTimed that also returns what only Load uses: the
+// bodies it parsed (robots.txt when the outcome is OK, tdmrep.json when
+// Result.TDMRep is set) and the locality of a missing TDMRep.
+func (f *Fetcher) fetchAll(ctx context.Context, origin string) (*Result, fetched) {
 	start := time.Now()
-	var b bodies
+	var fx fetched
 	res := &Result{Origin: origin}
 	if canonical, err := robots.OriginOf(origin); err != nil {
 		res.fail(robots.OutcomeUnreachable, "robots.txt: invalid origin", fmt.Errorf("robots.txt fetch: %w", err))
 	} else {
 		res.Origin = canonical
-		b = f.fetchInSlot(ctx, res)
+		f.fetchInSlot(ctx, res, &fx)
 	}
 	if f.opts.TDMRep && res.TDMRepDetail == "" {
 		res.TDMRepDetail = "tdmrep.json not fetched"
 	}
-	res.FetchedAt = time.Now()
-	res.Duration = res.FetchedAt.Sub(start)
+	fx.FetchedAt = time.Now()
+	fx.Duration = fx.FetchedAt.Sub(start)
 	res.compact()
-	return res, b
+	return res, fx
 }
 
 // robotsPath is the path of robots.txt, which FinalURL mostly ends in.
@@ -498,11 +525,11 @@ func (r *Result) compact() {
 	}
 }
 
-// fetchInSlot fetches res.Origin once its client has a slot, and returns
-// the bodies parsed (see fetch and fetchTDMRep). A fetch that gets none
+// fetchInSlot fetches res.Origin once its client has a slot, and fills in
+// fx (see fetch and fetchTDMRep) but for its times. A fetch that gets none
 // within the Timeout fails with a *SlotError, or as cancelled when ctx
 // ended first.
-func (f *Fetcher) fetchInSlot(ctx context.Context, res *Result) bodies {
+func (f *Fetcher) fetchInSlot(ctx context.Context, res *Result, fx *fetched) {
 	client := clientOf(ctx)
 	start := time.Now()
 	var queued func(held, waiting int)
@@ -522,16 +549,15 @@ func (f *Fetcher) fetchInSlot(ctx context.Context, res *Result) bodies {
 				Waited: time.Since(start), Timeout: f.opts.Timeout,
 			})
 		}
-		return bodies{}
+		return
 	}
 	defer f.slots.put(client)
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
-	b := bodies{robots: f.fetch(ctx, res)}
+	fx.robots = f.fetch(ctx, res, &fx.Freshness)
 	if f.opts.TDMRep {
-		b.tdmrep = f.fetchTDMRep(ctx, res)
+		fx.tdmrep, fx.tdmrepLocal = f.fetchTDMRep(ctx, res)
 	}
-	return b
 }
 
 func (r *Result) fail(outcome robots.Outcome, detail string, err error) {
@@ -549,9 +575,9 @@ func (r *Result) failNetwork(err error) {
 }
 
 // fetch requests robots.txt of res.Origin, canonical by now, and follows
-// redirects until an answer decides the outcome. It returns the body parsed,
-// nil when none was.
-func (f *Fetcher) fetch(ctx context.Context, res *Result) []byte {
+// redirects until an answer decides the outcome, whose caching headers it
+// reads into fresh. It returns the body parsed, nil when none was.
+func (f *Fetcher) fetch(ctx context.Context, res *Result, fresh *Freshness) []byte {
 	scheme, host, _ := strings.Cut(res.Origin, "://")
 	target := &url.URL{Scheme: scheme, Host: host, Path: "/robots.txt"}
 	seen := make([]string, 0, MaxRedirects+1)
@@ -563,8 +589,8 @@ func (f *Fetcher) fetch(ctx context.Context, res *Result) []byte {
 			res.failNetwork(fmt.Errorf("fetch %s: %w", res.FinalURL, err))
 			return nil
 		}
-		res.Status = resp.StatusCode
-		res.Freshness = freshnessOf(resp.Header, time.Now())
+		res.Status = uint16(resp.StatusCode) // three digits at most (see get)
+		*fresh = freshnessOf(resp.Header, time.Now())
 		code := resp.StatusCode
 		if 200 <= code && code <= 299 {
 			body := f.readRules(ctx, resp, res)
@@ -620,6 +646,12 @@ func (f *Fetcher) get(ctx context.Context, u *url.URL, accept string) (*http.Res
 		resp.Body.Close()
 		return nil, refusal
 	}
+	if resp.StatusCode < 0 || resp.StatusCode > 999 {
+		// HTTP/1 takes three digits only; HTTP/2's :status is any number,
+		// which Result.Status could not hold.
+		resp.Body.Close()
+		return nil, fmt.Errorf("malformed HTTP status code %d", resp.StatusCode)
+	}
 	return resp, nil
 }
 
@@ -630,7 +662,7 @@ func (f *Fetcher) get(ctx context.Context, u *url.URL, accept string) (*http.Res
 // ParseSlotError).
 func (f *Fetcher) readRules(ctx context.Context, resp *http.Response, res *Result) []byte {
 	body, err := readLimited(resp.Body, f.opts.MaxBytes+1, resp.ContentLength)
-	res.Bytes = len(body)
+	res.Bytes = int32(len(body)) // at most MaxParseBytes+1 (see New)
 	if err != nil {
 		res.failNetwork(fmt.Errorf("read body of %s: %w", res.FinalURL, err))
 		return nil
@@ -695,8 +727,9 @@ func (e *ParseSlotError) Error() string {
 // judgeStatus decides the outcome of an answer that is neither 2xx nor a
 // redirect followed.
 func (f *Fetcher) judgeStatus(res *Result) {
-	res.fail(robots.OutcomeOfStatus(res.Status, f.opts.AuthDisallow), "robots.txt "+strconv.Itoa(res.Status),
-		&StatusError{URL: res.FinalURL, Code: res.Status})
+	code := int(res.Status)
+	res.fail(robots.OutcomeOfStatus(code, f.opts.AuthDisallow), "robots.txt "+strconv.Itoa(code),
+		&StatusError{URL: res.FinalURL, Code: code})
 }
 
 // isRedirect reports the statuses whose Location a client may follow on

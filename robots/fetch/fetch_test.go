@@ -11,6 +11,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -169,14 +170,14 @@ func TestFetchRules(t *testing.T) {
 		io.WriteString(w, testRules)
 	})
 	f := newTestFetcher(t, Options{})
-	res := f.Fetch(t.Context(), srv.URL+"/some/page?q=1")
+	res, timing := f.FetchTimed(t.Context(), srv.URL+"/some/page?q=1")
 	wantOutcome(t, res, robots.OutcomeOK, "")
 	if res.Origin != srv.URL || res.FinalURL != srv.URL+"/robots.txt" || res.Status != 200 ||
-		res.Redirects != 0 || res.Bytes != len(testRules) || res.Truncated {
+		res.Redirects != 0 || int(res.Bytes) != len(testRules) || res.Truncated {
 		t.Errorf("result %+v", res)
 	}
-	if res.FetchedAt.IsZero() || res.Duration <= 0 {
-		t.Errorf("FetchedAt %v, Duration %v", res.FetchedAt, res.Duration)
+	if timing.FetchedAt.IsZero() || timing.Duration <= 0 {
+		t.Errorf("FetchedAt %v, Duration %v", timing.FetchedAt, timing.Duration)
 	}
 	if len(got) != 1 || got[0] != "GET /robots.txt" {
 		t.Errorf("origin saw %q, want one GET /robots.txt", got)
@@ -213,7 +214,7 @@ func TestFetchBodies(t *testing.T) {
 			srv := serveBody(t, c.status, c.body)
 			res := newTestFetcher(t, Options{}).Fetch(t.Context(), srv.URL)
 			wantOutcome(t, res, robots.OutcomeOK, "")
-			if res.Status != c.status || res.Bytes != len(c.body) {
+			if int(res.Status) != c.status || int(res.Bytes) != len(c.body) {
 				t.Errorf("status %d, bytes %d; want %d, %d", res.Status, res.Bytes, c.status, len(c.body))
 			}
 			for _, path := range []string{"/", "/private/", "/index.html"} {
@@ -281,6 +282,27 @@ func TestFetchParseLimit(t *testing.T) {
 	}
 }
 
+// TestParseLimitBounds: the parse limit is the parser's (no more is read
+// than it parses), and Result.Bytes holds any body it allows.
+func TestParseLimitBounds(t *testing.T) {
+	for _, c := range []struct{ set, want int }{
+		{0, robots.DefaultMaxBytes},
+		{-1, robots.DefaultMaxBytes},
+		{1024, 1024},
+		{robots.MaxParseBytes, robots.MaxParseBytes},
+		{robots.MaxParseBytes + 1, robots.MaxParseBytes},
+		{math.MaxInt, robots.MaxParseBytes},
+	} {
+		got := newTestFetcher(t, Options{MaxBytes: c.set}).Options().MaxBytes
+		if got != c.want {
+			t.Errorf("MaxBytes %d: the Fetcher's is %d, want %d", c.set, got, c.want)
+		}
+		if int64(got)+1 > math.MaxInt32 {
+			t.Errorf("MaxBytes %d: a body of %d bytes does not fit Result.Bytes", c.set, got+1)
+		}
+	}
+}
+
 // endlessRules streams chunks of rules until the client goes away (or 256
 // MiB, so that the server stops whatever happens).
 func endlessRules(c net.Conn) {
@@ -335,7 +357,7 @@ func TestFetchGzip(t *testing.T) {
 		srv := serveGzip(t, compress([]byte(testRules)))
 		res := newTestFetcher(t, Options{}).Fetch(t.Context(), srv.URL)
 		wantOutcome(t, res, robots.OutcomeOK, "")
-		if res.Bytes != len(testRules) {
+		if int(res.Bytes) != len(testRules) {
 			t.Errorf("bytes %d, want the %d decoded bytes", res.Bytes, len(testRules))
 		}
 		if v := res.Check("bot", "/private/x"); v.Allowed {
@@ -435,15 +457,15 @@ func TestFetchTimeouts(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			origin := rawServer(t, c.handle)
-			res := newTestFetcher(t, Options{Timeout: timeout}).Fetch(t.Context(), origin)
+			res, timing := newTestFetcher(t, Options{Timeout: timeout}).FetchTimed(t.Context(), origin)
 			wantOutcome(t, res, robots.OutcomeUnreachable, "robots.txt unreachable: timeout")
 			if !errors.Is(res.Err, context.DeadlineExceeded) {
 				t.Errorf("err %v, want a deadline exceeded", res.Err)
 			}
 			// A correctness bound, not a speed: the Timeout holds the fetch
 			// however the origin drips; the margin absorbs a loaded machine.
-			if res.Duration > timeout+2*time.Second {
-				t.Errorf("fetch took %v with a Timeout of %v", res.Duration, timeout)
+			if timing.Duration > timeout+2*time.Second {
+				t.Errorf("fetch took %v with a Timeout of %v", timing.Duration, timeout)
 			}
 			if v := res.Check("bot", "/"); v.Allowed || v.Reason() != "robots.txt unreachable: timeout: complete disallow" {
 				t.Errorf("Check = %v %q", v.Allowed, v.Reason())
@@ -457,10 +479,10 @@ func TestFetchTimeouts(t *testing.T) {
 func TestFetchTLSHandshakeTimeout(t *testing.T) {
 	addr := rawListener(t, func(c net.Conn) { io.Copy(io.Discard, c) })
 	const timeout = time.Minute
-	res := newTestFetcher(t, Options{Timeout: timeout, ConnectTimeout: 200 * time.Millisecond}).Fetch(t.Context(), "https://"+addr)
+	res, timing := newTestFetcher(t, Options{Timeout: timeout, ConnectTimeout: 200 * time.Millisecond}).FetchTimed(t.Context(), "https://"+addr)
 	wantOutcome(t, res, robots.OutcomeUnreachable, "robots.txt unreachable: timeout")
-	if res.Duration >= timeout/2 {
-		t.Errorf("fetch took %v: the handshake was not bounded by the ConnectTimeout", res.Duration)
+	if timing.Duration >= timeout/2 {
+		t.Errorf("fetch took %v: the handshake was not bounded by the ConnectTimeout", timing.Duration)
 	}
 }
 
@@ -539,7 +561,7 @@ func TestFetchStatus(t *testing.T) {
 			if !errors.As(res.Err, &statusErr) || statusErr.Code != c.status || statusErr.URL != srv.URL+"/robots.txt" {
 				t.Errorf("err %#v, want a *StatusError for %d", res.Err, c.status)
 			}
-			if res.Status != c.status || res.Bytes != 0 {
+			if int(res.Status) != c.status || res.Bytes != 0 {
 				t.Errorf("status %d, bytes %d", res.Status, res.Bytes)
 			}
 			cause, word := robots.CauseUnreachable, "complete disallow"
@@ -639,7 +661,7 @@ func TestFetchRedirects(t *testing.T) {
 			if c.target != nil && !errors.Is(res.Err, c.target) {
 				t.Errorf("err %v, want %v", res.Err, c.target)
 			}
-			if res.Redirects != c.redirects {
+			if int(res.Redirects) != c.redirects {
 				t.Errorf("redirects %d, want %d", res.Redirects, c.redirects)
 			}
 		})
@@ -859,24 +881,24 @@ func TestFetchContext(t *testing.T) {
 			cancel()
 		}()
 		const timeout = time.Minute
-		res := newTestFetcher(t, Options{Timeout: timeout}).Fetch(ctx, origin)
+		res, timing := newTestFetcher(t, Options{Timeout: timeout}).FetchTimed(ctx, origin)
 		wantOutcome(t, res, robots.OutcomeUnreachable, "robots.txt unreachable: cancelled")
 		if !errors.Is(res.Err, context.Canceled) {
 			t.Errorf("err %v, want context.Canceled", res.Err)
 		}
 		// Returned on the cancel, not at the Timeout.
-		if res.Duration >= timeout/2 {
-			t.Errorf("fetch took %v after a cancel", res.Duration)
+		if timing.Duration >= timeout/2 {
+			t.Errorf("fetch took %v after a cancel", timing.Duration)
 		}
 	})
 	t.Run("caller's deadline", func(t *testing.T) {
 		origin := rawServer(t, func(c net.Conn, _ *http.Request) { io.Copy(io.Discard, c) })
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 		defer cancel()
-		res := newTestFetcher(t, Options{Timeout: time.Minute}).Fetch(ctx, origin)
+		res, timing := newTestFetcher(t, Options{Timeout: time.Minute}).FetchTimed(ctx, origin)
 		wantOutcome(t, res, robots.OutcomeUnreachable, "robots.txt unreachable: timeout")
-		if res.Duration >= 30*time.Second {
-			t.Errorf("fetch took %v past the caller's deadline", res.Duration)
+		if timing.Duration >= 30*time.Second {
+			t.Errorf("fetch took %v past the caller's deadline", timing.Duration)
 		}
 	})
 }
@@ -889,10 +911,10 @@ func TestFetchFreshness(t *testing.T) {
 		w.Header().Set("Date", date.Format(http.TimeFormat))
 		io.WriteString(w, testRules)
 	})
-	res := newTestFetcher(t, Options{}).Fetch(t.Context(), srv.URL)
-	ttl, ok := res.Freshness.TTL()
-	if !ok || ttl != 500*time.Second || !res.Freshness.Date.Equal(date) {
-		t.Errorf("freshness %+v: TTL %v %v, want 500s", res.Freshness, ttl, ok)
+	_, timing := newTestFetcher(t, Options{}).FetchTimed(t.Context(), srv.URL)
+	ttl, ok := timing.Freshness.TTL()
+	if !ok || ttl != 500*time.Second || !timing.Freshness.Date.Equal(date) {
+		t.Errorf("freshness %+v: TTL %v %v, want 500s", timing.Freshness, ttl, ok)
 	}
 
 	// A 404 says how long it lasts too.
@@ -900,9 +922,9 @@ func TestFetchFreshness(t *testing.T) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNotFound)
 	})
-	res = newTestFetcher(t, Options{}).Fetch(t.Context(), gone.URL)
-	if ttl, ok := res.Freshness.TTL(); !ok || ttl != 0 || !res.Freshness.NoStore {
-		t.Errorf("404 freshness %+v: TTL %v %v", res.Freshness, ttl, ok)
+	_, timing = newTestFetcher(t, Options{}).FetchTimed(t.Context(), gone.URL)
+	if ttl, ok := timing.Freshness.TTL(); !ok || ttl != 0 || !timing.Freshness.NoStore {
+		t.Errorf("404 freshness %+v: TTL %v %v", timing.Freshness, ttl, ok)
 	}
 }
 

@@ -23,9 +23,7 @@ type Freshness struct {
 	Expires time.Time
 	// Date is the answer's Date header, or when it arrived when there is
 	// none: Expires counts from it.
-	Date time.Time
-	// The flags come last, together, to keep the struct small: a cached
-	// Result holds one.
+	Date      time.Time
 	HasMaxAge bool
 	// NoStore and NoCache report those Cache-Control directives; a
 	// no-cache that names header fields only concerns those fields, which

@@ -28,15 +28,15 @@ import (
 // whose tdmrep.json this instance refused to fetch (see localCause) is
 // shared.
 func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result] {
-	res, b := f.fetchBodies(ctx, origin)
+	res, fx := f.fetchAll(ctx, origin)
 	if log := f.opts.Logger; log.Enabled(ctx, slog.LevelDebug) {
 		log.DebugContext(ctx, "fetched robots.txt", "origin", origin, "client", clientOf(ctx), "outcome", res.Outcome.String(),
 			"status", res.Status, "bytes", res.Bytes, "truncated", res.Truncated,
 			"ignored", res.Robots.IgnoredCount(), "redirects", res.Redirects,
-			"duration", res.Duration.String(), "err", res.Err)
+			"duration", fx.Duration.String(), "err", res.Err)
 		if f.opts.TDMRep {
 			log.DebugContext(ctx, "fetched tdmrep.json", "origin", origin, "client", clientOf(ctx),
-				"found", res.TDMRep != nil, "rules", res.TDMRep.Len(), "bytes", len(b.tdmrep), "detail", res.TDMRepDetail)
+				"found", res.TDMRep != nil, "rules", res.TDMRep.Len(), "bytes", len(fx.tdmrep), "detail", res.TDMRepDetail)
 		}
 	}
 	r := cache.Result[*Result]{
@@ -49,14 +49,14 @@ func (f *Fetcher) Load(ctx context.Context, origin string) cache.Result[*Result]
 		return r
 	}
 	r.Failed = res.Outcome == robots.OutcomeUnreachable
-	if ttl, ok := res.Freshness.TTL(); ok {
+	if ttl, ok := fx.Freshness.TTL(); ok {
 		r.MaxAge, r.NoStore = ttl, ttl <= 0
 	}
-	if res.tdmrepLocal == tdmrepNoParseSlot && !r.NoStore && (r.MaxAge == 0 || r.MaxAge > tdmrepRetry) {
+	if fx.tdmrepLocal == tdmrepNoParseSlot && !r.NoStore && (r.MaxAge == 0 || r.MaxAge > tdmrepRetry) {
 		r.MaxAge = tdmrepRetry
 	}
 	if f.opts.Share {
-		r.Shared = f.share(ctx, origin, res, b)
+		r.Shared = f.share(ctx, origin, res, fx)
 	}
 	return r
 }
@@ -84,11 +84,11 @@ func notFetched(err error) (string, bool) {
 // instance's own (see localCause), which another instance would take for
 // the origin's and refuse it for, robots.txt's or tdmrep.json's; a result
 // under a key that is not its canonical origin, which would never decode.
-func (f *Fetcher) share(ctx context.Context, origin string, res *Result, b bodies) []byte {
-	if localCause(res.Err) || res.tdmrepLocal != tdmrepOrigin || res.Origin != origin {
+func (f *Fetcher) share(ctx context.Context, origin string, res *Result, fx fetched) []byte {
+	if localCause(res.Err) || fx.tdmrepLocal != tdmrepOrigin || res.Origin != origin {
 		return nil
 	}
-	data, err := encodeShared(res, b)
+	data, err := encodeShared(res, fx)
 	if err != nil {
 		f.opts.Logger.WarnContext(ctx, "robots.txt kept in this instance only", "origin", origin, "err", err)
 		return nil

@@ -145,9 +145,10 @@ type sharedError struct {
 func (e *sharedError) Error() string { return e.msg }
 func (e *sharedError) Unwrap() error { return e.kind }
 
-// encodeShared encodes res with the bodies it parsed (see fetchBodies).
-// Its details and error message are shortened to what Decode takes.
-func encodeShared(res *Result, b bodies) ([]byte, error) {
+// encodeShared encodes res with its Timing and the bodies it parsed (see
+// fetchAll). Its details and error message are shortened to what Decode
+// takes.
+func encodeShared(res *Result, fx fetched) ([]byte, error) {
 	if len(res.FinalURL) > maxSharedURL {
 		return nil, fmt.Errorf("encode the robots.txt of %s: its final URL is %d bytes long, past %d", res.Origin, len(res.FinalURL), maxSharedURL)
 	}
@@ -155,23 +156,23 @@ func encodeShared(res *Result, b bodies) ([]byte, error) {
 		Version:   sharedVersion,
 		Origin:    res.Origin,
 		Outcome:   res.Outcome.String(),
-		Status:    res.Status,
+		Status:    int(res.Status),
 		Detail:    shortened(res.Detail, maxSharedMessage),
-		Redirects: res.Redirects,
+		Redirects: int(res.Redirects),
 		FinalURL:  res.FinalURL,
-		Bytes:     res.Bytes,
+		Bytes:     int(res.Bytes),
 		Truncated: res.Truncated,
-		FetchedAt: res.FetchedAt,
-		Duration:  res.Duration,
+		FetchedAt: fx.FetchedAt,
+		Duration:  fx.Duration,
 		Freshness: sharedFreshness{
-			MaxAge:     res.Freshness.MaxAge,
-			HasMaxAge:  res.Freshness.HasMaxAge,
-			NoStore:    res.Freshness.NoStore,
-			NoCache:    res.Freshness.NoCache,
-			Expires:    res.Freshness.Expires,
-			HasExpires: res.Freshness.HasExpires,
-			Date:       res.Freshness.Date,
-			Age:        res.Freshness.Age,
+			MaxAge:     fx.Freshness.MaxAge,
+			HasMaxAge:  fx.Freshness.HasMaxAge,
+			NoStore:    fx.Freshness.NoStore,
+			NoCache:    fx.Freshness.NoCache,
+			Expires:    fx.Freshness.Expires,
+			HasExpires: fx.Freshness.HasExpires,
+			Date:       fx.Freshness.Date,
+			Age:        fx.Freshness.Age,
 		},
 	}
 	if res.Err != nil {
@@ -179,9 +180,9 @@ func encodeShared(res *Result, b bodies) ([]byte, error) {
 	}
 	if res.TDMRepDetail != "" { // fetched with Options.TDMRep
 		h.Version = sharedVersionTDMRep
-		h.TDMRep = &sharedTDMRep{Detail: shortened(res.TDMRepDetail, maxSharedMessage), Bytes: len(b.tdmrep)}
+		h.TDMRep = &sharedTDMRep{Detail: shortened(res.TDMRepDetail, maxSharedMessage), Bytes: len(fx.tdmrep)}
 	}
-	data, err := h.encode(b)
+	data, err := h.encode(fx.bodies)
 	if err != nil {
 		return nil, fmt.Errorf("encode the robots.txt of %s: %w", res.Origin, err)
 	}
@@ -233,18 +234,20 @@ func (f *Fetcher) Decode(origin string, data []byte) (*Result, int64, error) {
 	return res, res.RetainedBytes(), nil
 }
 
-// decodeShared is Decode, also returning the bodies.
-func (f *Fetcher) decodeShared(origin string, data []byte) (*Result, bodies, error) {
+// decodeShared is Decode, also returning the Timing and the bodies (a
+// decoded result's tdmrep.json is always the origin's doing: one that
+// was not is never shared).
+func (f *Fetcher) decodeShared(origin string, data []byte) (*Result, fetched, error) {
 	head, rest, found := bytes.Cut(data, []byte{'\n'})
 	if !found {
-		return nil, bodies{}, fmt.Errorf("shared robots.txt of %s: no header line", origin)
+		return nil, fetched{}, fmt.Errorf("shared robots.txt of %s: no header line", origin)
 	}
 	var h sharedHeader
 	if err := json.Unmarshal(head, &h); err != nil {
-		return nil, bodies{}, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
+		return nil, fetched{}, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
 	}
 	if err := f.checkSharedVersion(&h, len(rest)); err != nil {
-		return nil, bodies{}, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
+		return nil, fetched{}, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
 	}
 	var b bodies
 	if h.TDMRep != nil {
@@ -253,17 +256,20 @@ func (f *Fetcher) decodeShared(origin string, data []byte) (*Result, bodies, err
 	}
 	body := rest
 	if err := f.checkShared(origin, &h, body); err != nil {
-		return nil, bodies{}, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
+		return nil, fetched{}, fmt.Errorf("shared robots.txt of %s: %w", origin, err)
 	}
 	outcome, _ := outcomeNamed(h.Outcome)
+	// checkShared bounds Status, Redirects and Bytes to what they hold.
 	res := &Result{
 		Answer:    robots.Answer{Outcome: outcome, Detail: h.Detail},
 		Origin:    h.Origin,
-		Status:    h.Status,
-		Redirects: h.Redirects,
+		Status:    uint16(h.Status),
+		Redirects: uint8(h.Redirects),
 		FinalURL:  h.FinalURL,
-		Bytes:     h.Bytes,
+		Bytes:     int32(h.Bytes),
 		Truncated: h.Truncated,
+	}
+	fx := fetched{Timing: Timing{
 		Duration:  h.Duration,
 		FetchedAt: h.FetchedAt,
 		Freshness: Freshness{
@@ -276,17 +282,17 @@ func (f *Fetcher) decodeShared(origin string, data []byte) (*Result, bodies, err
 			Date:       h.Freshness.Date,
 			Age:        h.Freshness.Age,
 		},
-	}
+	}}
 	switch {
 	case res.Outcome == robots.OutcomeOK:
 		// Parsed in a parse slot like a fetched body; a Get waits for it
 		// beside (not on) its context, in the cache's refresh.
 		rules, slotErr := f.parse(context.Background(), origin, body)
 		if slotErr != nil {
-			return nil, bodies{}, fmt.Errorf("shared robots.txt of %s: %w", origin, slotErr)
+			return nil, fetched{}, fmt.Errorf("shared robots.txt of %s: %w", origin, slotErr)
 		}
 		res.Robots = rules
-		b.robots = body
+		fx.robots = body
 	case h.ErrKind == errKindStatus:
 		res.Err = &StatusError{URL: h.FinalURL, Code: h.Status}
 	default:
@@ -295,18 +301,18 @@ func (f *Fetcher) decodeShared(origin string, data []byte) (*Result, bodies, err
 	}
 	res.compact()
 	if h.TDMRep == nil || !f.opts.TDMRep {
-		return res, bodies{robots: b.robots}, nil
+		return res, fx, nil
 	}
-	res.TDMRepDetail = h.TDMRep.Detail
+	res.TDMRepDetail, fx.tdmrep = h.TDMRep.Detail, b.tdmrep
 	if len(b.tdmrep) > 0 {
 		// Parsed in a parse slot, as robots.txt is above.
 		tdm, err := f.parseTDMRep(context.Background(), origin, b.tdmrep)
 		if err != nil {
-			return nil, bodies{}, fmt.Errorf("shared tdmrep.json of %s: %w", origin, err)
+			return nil, fetched{}, fmt.Errorf("shared tdmrep.json of %s: %w", origin, err)
 		}
 		res.TDMRep = tdm
 	}
-	return res, b, nil
+	return res, fx, nil
 }
 
 // checkSharedVersion refuses a version, and a tdmrep.json section, that

@@ -33,8 +33,9 @@ var (
 	sharedTokens = []string{"Googlebot", "SlowBot", "slowbot", "RateBot", ""}
 )
 
-// TestSharedRoundTrip: every kind of fetch, loaded with Share, decodes in
-// another instance to a result that judges exactly as the original.
+// TestSharedRoundTrip: every kind of fetch, shared as Load shares it,
+// decodes in another instance to a result that judges exactly as the
+// original, with the same Timing.
 func TestSharedRoundTrip(t *testing.T) {
 	const limit = 1024
 	overLimit := "User-agent: *\nDisallow: /early/\n" + strings.Repeat("# padding padding padding\n", 60) + "Disallow: /late/\n"
@@ -67,24 +68,30 @@ func TestSharedRoundTrip(t *testing.T) {
 			opts := c.opts
 			opts.Share = true
 			origin := c.origin(t)
-			loaded := newTestFetcher(t, opts).Load(t.Context(), origin)
-			want := loaded.Value
+			f := newTestFetcher(t, opts)
+			want, fx := f.fetchAll(t.Context(), origin)
 			if want.Outcome != c.outcome {
 				t.Fatalf("outcome %v (%v), want %v", want.Outcome, want.Err, c.outcome)
 			}
-			if loaded.Shared == nil {
+			shared := f.share(t.Context(), origin, want, fx)
+			if shared == nil {
 				t.Fatal("Share set, but nothing to share")
 			}
-			t.Logf("shared: %q", loaded.Shared[:min(len(loaded.Shared), 400)])
+			t.Logf("shared: %q", shared[:min(len(shared), 400)])
 			other := newTestFetcher(t, opts)
-			got, cost, err := other.Decode(origin, loaded.Shared)
+			got, cost, err := other.Decode(origin, shared)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if cost != got.RetainedBytes() || cost <= 0 {
 				t.Errorf("cost %d, want its RetainedBytes %d", cost, got.RetainedBytes())
 			}
+			_, gotFx, err := other.decodeShared(origin, shared)
+			if err != nil {
+				t.Fatal(err)
+			}
 			sameResult(t, want, got)
+			sameTiming(t, fx.Timing, gotFx.Timing)
 			if c.target != nil && !errors.Is(got.Err, c.target) {
 				t.Errorf("decoded err %v does not wrap %v", got.Err, c.target)
 			}
@@ -98,24 +105,8 @@ func sameResult(t *testing.T, want, got *Result) {
 	t.Helper()
 	if got.Outcome != want.Outcome || got.Detail != want.Detail || got.Origin != want.Origin ||
 		got.Status != want.Status || got.Redirects != want.Redirects || got.FinalURL != want.FinalURL ||
-		got.Bytes != want.Bytes || got.Truncated != want.Truncated || got.Duration != want.Duration {
+		got.Bytes != want.Bytes || got.Truncated != want.Truncated {
 		t.Errorf("decoded %+v\nwant    %+v", got, want)
-	}
-	if !got.FetchedAt.Truncate(time.Millisecond).Equal(want.FetchedAt.Truncate(time.Millisecond)) {
-		t.Errorf("fetched at %v, want %v", got.FetchedAt, want.FetchedAt)
-	}
-	gf, wf := got.Freshness, want.Freshness
-	if !gf.Date.Equal(wf.Date) || !gf.Expires.Equal(wf.Expires) {
-		t.Errorf("freshness dates %v %v, want %v %v", gf.Date, gf.Expires, wf.Date, wf.Expires)
-	}
-	gf.Date, gf.Expires, wf.Date, wf.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	if gf != wf {
-		t.Errorf("freshness %+v, want %+v", got.Freshness, want.Freshness)
-	}
-	gotTTL, gotHas := got.Freshness.TTL()
-	wantTTL, wantHas := want.Freshness.TTL()
-	if gotTTL != wantTTL || gotHas != wantHas {
-		t.Errorf("TTL %v %v, want %v %v", gotTTL, gotHas, wantTTL, wantHas)
 	}
 	if (got.Err == nil) != (want.Err == nil) || got.Err != nil && got.Err.Error() != want.Err.Error() {
 		t.Errorf("err %v, want %v", got.Err, want.Err)
@@ -161,6 +152,30 @@ func sameResult(t *testing.T, want, got *Result) {
 		if gotPace != wantPace || gotOK != wantOK {
 			t.Errorf("Pace(%q) = %+v %v, want %+v %v", token, gotPace, gotOK, wantPace, wantOK)
 		}
+	}
+}
+
+// sameTiming fails t unless got is want, as a shared store keeps it.
+func sameTiming(t *testing.T, want, got Timing) {
+	t.Helper()
+	if got.Duration != want.Duration {
+		t.Errorf("duration %v, want %v", got.Duration, want.Duration)
+	}
+	if !got.FetchedAt.Truncate(time.Millisecond).Equal(want.FetchedAt.Truncate(time.Millisecond)) {
+		t.Errorf("fetched at %v, want %v", got.FetchedAt, want.FetchedAt)
+	}
+	gf, wf := got.Freshness, want.Freshness
+	if !gf.Date.Equal(wf.Date) || !gf.Expires.Equal(wf.Expires) {
+		t.Errorf("freshness dates %v %v, want %v %v", gf.Date, gf.Expires, wf.Date, wf.Expires)
+	}
+	gf.Date, gf.Expires, wf.Date, wf.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	if gf != wf {
+		t.Errorf("freshness %+v, want %+v", got.Freshness, want.Freshness)
+	}
+	gotTTL, gotHas := got.Freshness.TTL()
+	wantTTL, wantHas := want.Freshness.TTL()
+	if gotTTL != wantTTL || gotHas != wantHas {
+		t.Errorf("TTL %v %v, want %v %v", gotTTL, gotHas, wantTTL, wantHas)
 	}
 }
 
@@ -318,8 +333,8 @@ func TestSharedLongText(t *testing.T) {
 	f := newTestFetcher(t, Options{})
 	long := strings.Repeat("é", 3<<10)
 	res := &Result{Answer: robots.Answer{Outcome: robots.OutcomeUnreachable, Detail: "robots.txt unreachable: " + long}, Origin: origin,
-		FinalURL: origin + "/robots.txt", Err: errors.New("fetch: " + long), FetchedAt: time.Now()}
-	data, err := encodeShared(res, bodies{})
+		FinalURL: origin + "/robots.txt", Err: errors.New("fetch: " + long)}
+	data, err := encodeShared(res, fetched{Timing: Timing{FetchedAt: time.Now()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +349,7 @@ func TestSharedLongText(t *testing.T) {
 		}
 	}
 	res.FinalURL = origin + "/" + strings.Repeat("u", 8<<10)
-	if data, err := encodeShared(res, bodies{}); err == nil {
+	if data, err := encodeShared(res, fetched{Timing: Timing{FetchedAt: time.Now()}}); err == nil {
 		t.Errorf("a final URL of %d bytes encoded: %q", len(res.FinalURL), data)
 	}
 }
@@ -349,26 +364,27 @@ func FuzzDecode(f *testing.F) {
 	now := time.Date(2026, 11, 25, 9, 7, 44, 123456789, time.UTC)
 	for _, seed := range []struct {
 		res          Result
+		timing       Timing
 		body, tdmrep string
 	}{
-		{Result{Answer: robots.Answer{Outcome: robots.OutcomeOK}, Origin: origin, Status: 200, Bytes: 36, FinalURL: origin + "/robots.txt",
-			FetchedAt: now, Duration: time.Millisecond, Freshness: Freshness{MaxAge: time.Hour, HasMaxAge: true, Date: now}},
+		{Result{Answer: robots.Answer{Outcome: robots.OutcomeOK}, Origin: origin, Status: 200, Bytes: 36, FinalURL: origin + "/robots.txt"},
+			Timing{FetchedAt: now, Duration: time.Millisecond, Freshness: Freshness{MaxAge: time.Hour, HasMaxAge: true, Date: now}},
 			"User-agent: *\nCrawl-delay: 3\nDisallow: /", ""},
-		{Result{Answer: robots.Answer{Outcome: robots.OutcomeOK}, Origin: origin, Status: 200, Bytes: 65, Truncated: true, FinalURL: origin + "/robots.txt", FetchedAt: now},
-			strings.Repeat("Disallow: /x\n", 5), ""},
+		{Result{Answer: robots.Answer{Outcome: robots.OutcomeOK}, Origin: origin, Status: 200, Bytes: 65, Truncated: true, FinalURL: origin + "/robots.txt"},
+			Timing{FetchedAt: now}, strings.Repeat("Disallow: /x\n", 5), ""},
 		{Result{Answer: robots.Answer{Outcome: robots.OutcomeUnavailable, Detail: "robots.txt 404"}, Origin: origin, Status: 404, FinalURL: origin + "/robots.txt",
-			Err: &StatusError{URL: origin + "/robots.txt", Code: 404}, FetchedAt: now, Freshness: Freshness{HasExpires: true, Date: now}}, "", ""},
+			Err: &StatusError{URL: origin + "/robots.txt", Code: 404}}, Timing{FetchedAt: now, Freshness: Freshness{HasExpires: true, Date: now}}, "", ""},
 		{Result{Answer: robots.Answer{Outcome: robots.OutcomeUnavailable, Detail: "robots.txt: redirect loop"}, Origin: origin, Status: 302, Redirects: 2,
-			Err: fmt.Errorf("x redirects back to y: %w", ErrRedirectLoop), FetchedAt: now}, "", ""},
+			Err: fmt.Errorf("x redirects back to y: %w", ErrRedirectLoop)}, Timing{FetchedAt: now}, "", ""},
 		{Result{Answer: robots.Answer{Outcome: robots.OutcomeUnreachable, Detail: "robots.txt unreachable: timeout"}, Origin: origin,
-			Err: errors.New("fetch: timeout"), FetchedAt: now}, "", ""},
+			Err: errors.New("fetch: timeout")}, Timing{FetchedAt: now}, "", ""},
 		{Result{Answer: robots.Answer{Outcome: robots.OutcomeOK}, Origin: origin, Status: 200, Bytes: 24, FinalURL: origin + "/robots.txt",
-			FetchedAt: now, TDMRepDetail: "tdmrep.json: 2 rules"},
+			TDMRepDetail: "tdmrep.json: 2 rules"}, Timing{FetchedAt: now},
 			"User-agent: *\nAllow: /\n", `[{"location":"/a/","tdm-reservation":0},{"location":"/","tdm-reservation":1}]`},
 		{Result{Answer: robots.Answer{Outcome: robots.OutcomeUnavailable, Detail: "robots.txt 404"}, Origin: origin, Status: 404, FinalURL: origin + "/robots.txt",
-			Err: &StatusError{URL: origin + "/robots.txt", Code: 404}, FetchedAt: now, TDMRepDetail: "tdmrep.json 404"}, "", ""},
+			Err: &StatusError{URL: origin + "/robots.txt", Code: 404}, TDMRepDetail: "tdmrep.json 404"}, Timing{FetchedAt: now}, "", ""},
 	} {
-		data, err := encodeShared(&seed.res, bodies{robots: []byte(seed.body), tdmrep: []byte(seed.tdmrep)})
+		data, err := encodeShared(&seed.res, fetched{Timing: seed.timing, bodies: bodies{robots: []byte(seed.body), tdmrep: []byte(seed.tdmrep)}})
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -383,6 +399,9 @@ func FuzzDecode(f *testing.F) {
 			if (res.TDMRep != nil) != (len(b.tdmrep) > 0) || !fetcher.opts.TDMRep && (res.TDMRep != nil || res.TDMRepDetail != "") {
 				t.Fatalf("TDMRep %v (%q) with a body of %d bytes, Options.TDMRep %v", res.TDMRep, res.TDMRepDetail, len(b.tdmrep), fetcher.opts.TDMRep)
 			}
+			if b.tdmrepLocal != tdmrepOrigin {
+				t.Fatalf("decoded with a tdmrep.json locality of %d", b.tdmrepLocal)
+			}
 			again, err := encodeShared(res, b)
 			if err != nil {
 				t.Fatalf("decoded %+v, but it does not encode: %v", res, err)
@@ -392,9 +411,10 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("encoded again as %q, it does not decode: %v", again, err)
 			}
 			if !bytes.Equal(b.robots, b2.robots) || !bytes.Equal(b.tdmrep, b2.tdmrep) {
-				t.Fatalf("bodies %q, then %q", b, b2)
+				t.Fatalf("bodies %q, then %q", b.bodies, b2.bodies)
 			}
 			sameResult(t, res, res2)
+			sameTiming(t, b.Timing, b2.Timing)
 			if !reflect.DeepEqual(res.Robots, res2.Robots) || !reflect.DeepEqual(res.TDMRep, res2.TDMRep) {
 				t.Fatalf("rules %+v %+v, then %+v %+v", res.Robots, res.TDMRep, res2.Robots, res2.TDMRep)
 			}
@@ -412,9 +432,9 @@ func BenchmarkDecode(b *testing.B) {
 		}
 		const origin = "https://example.com"
 		f := New(Options{})
-		res := &Result{Answer: robots.Answer{Outcome: robots.OutcomeOK}, Origin: origin, Status: 200, Bytes: len(body),
-			FinalURL: origin + "/robots.txt", FetchedAt: time.Now(), Freshness: Freshness{Date: time.Now()}}
-		data, err := encodeShared(res, bodies{robots: body})
+		res := &Result{Answer: robots.Answer{Outcome: robots.OutcomeOK}, Origin: origin, Status: 200, Bytes: int32(len(body)),
+			FinalURL: origin + "/robots.txt"}
+		data, err := encodeShared(res, fetched{Timing: Timing{FetchedAt: time.Now(), Freshness: Freshness{Date: time.Now()}}, bodies: bodies{robots: body}})
 		if err != nil {
 			b.Fatal(err)
 		}

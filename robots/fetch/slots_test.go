@@ -191,14 +191,14 @@ func TestFetchPerClientShare(t *testing.T) {
 
 	short, cancel := context.WithTimeout(hostile, 200*time.Millisecond)
 	defer cancel()
-	res := f.Fetch(short, ok.URL)
+	res, timing := f.FetchTimed(short, ok.URL)
 	wantOutcome(t, res, robots.OutcomeUnreachable, "robots.txt not fetched: no free fetch slot")
 	slotErr, isSlot := errors.AsType[*SlotError](res.Err)
 	if !isSlot || slotErr.Held != 1 || slotErr.PerClient != 1 || slotErr.MaxConcurrent != 4 || slotErr.Origin != ok.URL || slotErr.Timeout != 10*time.Second {
 		t.Errorf("err %#v, want a SlotError: 1 held of a share of 1", res.Err)
 	}
-	if res.Duration < 200*time.Millisecond || res.Duration > 5*time.Second {
-		t.Errorf("gave up after %s, want the caller's 200ms deadline", res.Duration)
+	if timing.Duration < 200*time.Millisecond || timing.Duration > 5*time.Second {
+		t.Errorf("gave up after %s, want the caller's 200ms deadline", timing.Duration)
 	}
 
 	healthy := &ClientContext{Context: t.Context(), Client: "healthy"}

@@ -37,7 +37,8 @@ const (
 
 // tdmrepLocality says whether a Result's TDMRep is nil for a reason of
 // this instance's, which another instance must not take for the
-// origin's.
+// origin's. Only Load reads it: it is kept beside the Result (see
+// fetched), not in it.
 type tdmrepLocality uint8
 
 const (
@@ -55,15 +56,16 @@ const (
 // robots.txt is done, on ctx (the fetch slot's, its Timeout running), and
 // follows redirects as robots.txt's fetch does. It sets res.TDMRep and
 // res.TDMRepDetail, nothing else of res, and returns the body parsed, nil
-// when none was. It requests nothing when robots.txt got no answer (the
-// origin is unreachable) or its fetch is to be discarded (see notFetched).
-func (f *Fetcher) fetchTDMRep(ctx context.Context, res *Result) []byte {
+// when none was, and whether a missing TDMRep is this instance's doing.
+// It requests nothing when robots.txt got no answer (the origin is
+// unreachable) or its fetch is to be discarded (see notFetched).
+func (f *Fetcher) fetchTDMRep(ctx context.Context, res *Result) ([]byte, tdmrepLocality) {
 	if _, discarded := notFetched(res.Err); discarded {
-		return nil
+		return nil, tdmrepOrigin
 	}
 	if res.Status == 0 {
 		res.TDMRepDetail = "tdmrep.json not fetched: robots.txt got no answer"
-		return nil
+		return nil, tdmrepOrigin
 	}
 	scheme, host, _ := strings.Cut(res.Origin, "://")
 	target := &url.URL{Scheme: scheme, Host: host, Path: tdmrepPath}
@@ -76,22 +78,22 @@ func (f *Fetcher) fetchTDMRep(ctx context.Context, res *Result) []byte {
 			if !upstream {
 				cause = netcause.Of(err)
 			}
-			if localCause(err) {
-				res.tdmrepLocal = tdmrepRefusedHere
-			}
 			res.TDMRepDetail = tdmrepDetail("tdmrep.json unreachable: " + cause)
-			return nil
+			if localCause(err) {
+				return nil, tdmrepRefusedHere
+			}
+			return nil, tdmrepOrigin
 		}
 		code := resp.StatusCode
 		if 200 <= code && code <= 299 {
-			body := f.readTDMRep(ctx, resp, res)
+			body, local := f.readTDMRep(ctx, resp, res)
 			resp.Body.Close()
-			return body
+			return body, local
 		}
 		drain(resp)
 		if !isRedirect(code) {
 			res.TDMRepDetail = "tdmrep.json " + strconv.Itoa(code)
-			return nil
+			return nil, tdmrepOrigin
 		}
 		next, err := redirectTarget(target, resp.Header.Get("Location"))
 		switch {
@@ -105,34 +107,34 @@ func (f *Fetcher) fetchTDMRep(ctx context.Context, res *Result) []byte {
 			target = next
 			continue
 		}
-		return nil
+		return nil, tdmrepOrigin
 	}
 }
 
 // readTDMRep reads a 2xx body up to MaxTDMRepBytes and parses it once a
-// parse slot is free, and returns the body parsed.
-func (f *Fetcher) readTDMRep(ctx context.Context, resp *http.Response, res *Result) []byte {
+// parse slot is free, and returns the body parsed, and tdmrepNoParseSlot
+// when none was free.
+func (f *Fetcher) readTDMRep(ctx context.Context, resp *http.Response, res *Result) ([]byte, tdmrepLocality) {
 	body, err := readLimited(resp.Body, MaxTDMRepBytes+1, resp.ContentLength)
 	switch {
 	case err != nil:
 		res.TDMRepDetail = tdmrepDetail("tdmrep.json unreachable: " + netcause.Of(err))
-		return nil
+		return nil, tdmrepOrigin
 	case len(body) > MaxTDMRepBytes:
 		res.TDMRepDetail = "tdmrep.json: larger than " + strconv.Itoa(MaxTDMRepBytes>>10) + " KiB"
-		return nil
+		return nil, tdmrepOrigin
 	}
 	tdm, err := f.parseTDMRep(ctx, res.Origin, body)
 	if _, noSlot := errors.AsType[*ParseSlotError](err); noSlot {
-		res.tdmrepLocal = tdmrepNoParseSlot
 		res.TDMRepDetail = "tdmrep.json not parsed: no free parse slot"
-		return nil
+		return nil, tdmrepNoParseSlot
 	}
 	if err != nil {
 		res.TDMRepDetail = tdmrepDetail(err.Error())
-		return nil
+		return nil, tdmrepOrigin
 	}
 	res.TDMRep, res.TDMRepDetail = tdm, describeTDMRep(tdm)
-	return body
+	return body, tdmrepOrigin
 }
 
 // parseTDMRep parses a tdmrep.json body in a parse slot (see

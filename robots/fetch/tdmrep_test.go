@@ -223,15 +223,15 @@ func TestFetchTDMRepOriginUnreachable(t *testing.T) {
 func TestFetchTDMRepWithinTimeout(t *testing.T) {
 	srv, _ := serveSite(t, 200, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	const timeout = 300 * time.Millisecond
-	res := newTestFetcher(t, Options{TDMRep: true, Timeout: timeout}).Fetch(t.Context(), srv.URL)
+	res, timing := newTestFetcher(t, Options{TDMRep: true, Timeout: timeout}).FetchTimed(t.Context(), srv.URL)
 	wantOutcome(t, res, robots.OutcomeOK, "")
 	if res.TDMRep != nil || !strings.HasPrefix(res.TDMRepDetail, "tdmrep.json unreachable: ") {
 		t.Errorf("TDMRep %v, detail %q", res.TDMRep, res.TDMRepDetail)
 	}
-	if res.Duration > 2*timeout {
-		t.Errorf("took %v, past the Timeout of %v", res.Duration, timeout)
+	if timing.Duration > 2*timeout {
+		t.Errorf("took %v, past the Timeout of %v", timing.Duration, timeout)
 	}
-	t.Logf("%q after %v", res.TDMRepDetail, res.Duration)
+	t.Logf("%q after %v", res.TDMRepDetail, timing.Duration)
 }
 
 // TestSharedTDMRep: a result fetched with TDMRep decodes in another
@@ -341,6 +341,35 @@ func TestShareHoldsBackLocalTDMRep(t *testing.T) {
 		t.Errorf("a tdmrep.json refused by this instance's policy is shared: %.80q", r.Shared)
 	}
 	t.Log(r.Value.TDMRepDetail)
+}
+
+// TestLoadTDMRepNoParseSlot: a tdmrep.json that found no free parse slot
+// is this instance's limit, not the origin's answer: Load keeps the result
+// a minute at most, however long robots.txt may be kept, and shares none
+// of it.
+func TestLoadTDMRepNoParseSlot(t *testing.T) {
+	f := newTestFetcher(t, Options{Share: true, TDMRep: true, MaxParses: 1, Timeout: 300 * time.Millisecond})
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			w.Header().Set("Cache-Control", "max-age=3600")
+			io.WriteString(w, testRules)
+			return
+		}
+		// robots.txt is parsed by now: another client takes the one parse
+		// slot until the fetch's Timeout has run out.
+		f.parses.take(t.Context(), "other", 0, nil)
+		serveJSON(testTDMRep)(w, r)
+	})
+	r := f.Load(t.Context(), srv.URL)
+	if r.Value.Outcome != robots.OutcomeOK || r.Value.TDMRep != nil || r.Value.TDMRepDetail != "tdmrep.json not parsed: no free parse slot" {
+		t.Fatalf("outcome %s, TDMRep %v (%q)", r.Value.Outcome, r.Value.TDMRep, r.Value.TDMRepDetail)
+	}
+	if r.MaxAge != tdmrepRetry || r.NoStore || r.Failed || r.Discard {
+		t.Errorf("kept for %v (no-store %v, failed %v, discarded %v), want %v", r.MaxAge, r.NoStore, r.Failed, r.Discard, tdmrepRetry)
+	}
+	if r.Shared != nil {
+		t.Errorf("a tdmrep.json this instance did not parse is shared: %.80q", r.Shared)
+	}
 }
 
 // TestLoadLogsTDMRep: Load's debug records say how tdmrep.json went.

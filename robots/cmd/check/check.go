@@ -328,7 +328,7 @@ func (c *checker) check(ctx context.Context, rawURL string) bool {
 			c.fetched[origin] = result
 			c.reportIgnored(origin+"/robots.txt", result.Robots)
 		}
-		out.RobotsTxt, out.RobotsOutcome, out.RobotsStatus = origin+"/robots.txt", result.Outcome.String(), result.Status
+		out.RobotsTxt, out.RobotsOutcome, out.RobotsStatus = origin+"/robots.txt", result.Outcome.String(), int(result.Status)
 		v = result.Check(c.token, path)
 		delay = c.env.Pace.Delay(result.Pace(c.token))
 		lines, tdm = result.Usage(c.token, path), result.TDMRep
