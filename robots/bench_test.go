@@ -111,8 +111,7 @@ func BenchmarkRetained(b *testing.B) {
 		{"largest", names[len(names)-1]}, // docs.oracle.com.txt: real rules, over the parse limit
 	} {
 		b.Run(bench.label, func(b *testing.B) {
-			measured, estimate := retainedHeap(Parser{}, files[bench.name])
-			objects := retainedObjects(files[bench.name])
+			measured, estimate, objects := retainedHeapObjects(Parser{}, files[bench.name])
 			for b.Loop() {
 				Parser{}.Parse(files[bench.name])
 			}
@@ -124,27 +123,15 @@ func BenchmarkRetained(b *testing.B) {
 	}
 }
 
-// retainedObjects is the number of heap objects a parsed file keeps
-// alive, measured as retainedHeap measures bytes.
-func retainedObjects(body []byte) float64 {
-	const copies = 20
-	keep := make([]*Robots, copies)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	for i := range keep {
-		keep[i] = Parser{}.Parse(body)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(keep)
-	return float64(int64(after.HeapObjects)-int64(before.HeapObjects)) / copies
-}
-
 // retainedHeap parses body with p several times, keeps the results, and
 // returns the live heap per result, with RetainedBytes' figure.
 func retainedHeap(p Parser, body []byte) (measured, estimate int64) {
+	measured, estimate, _ = retainedHeapObjects(p, body)
+	return measured, estimate
+}
+
+// retainedHeapObjects is retainedHeap, and the heap objects per result.
+func retainedHeapObjects(p Parser, body []byte) (measured, estimate int64, objects float64) {
 	const copies = 20
 	keep := make([]*Robots, copies)
 	var before, after runtime.MemStats
@@ -159,9 +146,10 @@ func retainedHeap(p Parser, body []byte) (measured, estimate int64) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	measured = (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / copies
+	objects = float64(int64(after.HeapObjects)-int64(before.HeapObjects)) / copies
 	estimate = keep[0].RetainedBytes()
 	runtime.KeepAlive(keep)
-	return measured, estimate
+	return measured, estimate, objects
 }
 
 func TestRetainedBytesEstimate(t *testing.T) {
