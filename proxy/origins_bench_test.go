@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"flag"
@@ -14,9 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +23,7 @@ import (
 	"time"
 
 	"robotsgate/cache"
+	"robotsgate/cache/cachetest"
 	"robotsgate/proxy/destination"
 	"robotsgate/proxy/pace"
 	"robotsgate/robots/fetch"
@@ -186,10 +184,14 @@ func benchmarkProxyOrigins(b *testing.B, name string, robotsTxt []byte, budget i
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
-	rssAfter, rssOK := originsRSS()
+	rssAfter, rssOK := cachetest.ResidentBytes()
 	after := takeOriginsMemory()
 	if *originsHeapProfile != "" {
-		writeOriginsProfile(b, name, n)
+		path, err := cachetest.WriteHeapProfile(*originsHeapProfile, "proxy-"+name, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("heap profile of %d origins: %s", n, path)
 	}
 
 	var answered []string
@@ -281,7 +283,7 @@ func takeOriginsMemory() originsMemory {
 	runtime.GC()
 	var m originsMemory
 	runtime.ReadMemStats(&m.stats)
-	m.rss, _ = originsRSS()
+	m.rss, _ = cachetest.ResidentBytes()
 	m.goroutines = runtime.NumGoroutine()
 	m.owners, m.other = heapByOwner()
 	return m
@@ -414,41 +416,6 @@ func topOtherGrowth(before, after map[string]float64, n int) string {
 		fmt.Fprintf(&out, "%10.1f B/origin  %s\n", g.perOrigin, g.function)
 	}
 	return out.String()
-}
-
-// writeOriginsProfile writes the heap profile of the run that visited n
-// origins to the -origins.heapprofile directory.
-func writeOriginsProfile(b *testing.B, name string, n int) {
-	b.Helper()
-	if err := os.MkdirAll(*originsHeapProfile, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := pprof.Lookup("heap").WriteTo(&buf, 0); err != nil {
-		b.Fatalf("heap profile: %v", err)
-	}
-	path := filepath.Join(*originsHeapProfile, fmt.Sprintf("heap-proxy-%s-%d.pprof", name, n))
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("heap profile of %d origins: %s", n, path)
-}
-
-// originsRSS is the process's resident set (Linux); false elsewhere.
-func originsRSS() (int64, bool) {
-	statm, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0, false
-	}
-	fields := bytes.Fields(statm)
-	if len(fields) < 2 {
-		return 0, false
-	}
-	pages, err := strconv.ParseInt(string(fields[1]), 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return pages * int64(os.Getpagesize()), true
 }
 
 // TestHeapOwner: allocations are charged to the first owner on their

@@ -1,7 +1,6 @@
 package fetch
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -23,6 +21,7 @@ import (
 	"time"
 
 	"robotsgate/cache"
+	"robotsgate/cache/cachetest"
 )
 
 // originsHeapProfile, when set, is where BenchmarkBytesPerOrigin writes
@@ -183,7 +182,7 @@ func benchmarkOrigins(b *testing.B, name string, files []originsFile) {
 	// origins add counts.
 	costBefore := c.Stats().CostBytes
 	before := originsMemStats()
-	rssBefore, rssOK := originsRSS()
+	rssBefore, rssOK := cachetest.ResidentBytes()
 
 	b.ResetTimer()
 	start := time.Now()
@@ -210,11 +209,15 @@ func benchmarkOrigins(b *testing.B, name string, files []originsFile) {
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
-	rssAfter, _ := originsRSS()
+	rssAfter, _ := cachetest.ResidentBytes()
 
 	after := originsMemStats()
 	if *originsHeapProfile != "" {
-		writeOriginsProfile(b, name, n)
+		path, err := cachetest.WriteHeapProfile(*originsHeapProfile, name, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("heap profile of %d origins: %s", n, path)
 	}
 	// What one collection costs with the origins held: the collector's
 	// price for the headroom it is given.
@@ -250,39 +253,4 @@ func originsMemStats() runtime.MemStats {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m
-}
-
-// writeOriginsProfile writes the heap profile of the run that loaded n
-// origins to the -origins.heapprofile directory.
-func writeOriginsProfile(b *testing.B, name string, n int) {
-	b.Helper()
-	if err := os.MkdirAll(*originsHeapProfile, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := pprof.Lookup("heap").WriteTo(&buf, 0); err != nil {
-		b.Fatalf("heap profile: %v", err)
-	}
-	path := filepath.Join(*originsHeapProfile, fmt.Sprintf("heap-%s-%d.pprof", name, n))
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("heap profile of %d origins: %s", n, path)
-}
-
-// originsRSS is the process's resident set (Linux); false elsewhere.
-func originsRSS() (int64, bool) {
-	statm, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0, false
-	}
-	fields := bytes.Fields(statm)
-	if len(fields) < 2 {
-		return 0, false
-	}
-	pages, err := strconv.ParseInt(string(fields[1]), 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return pages * int64(os.Getpagesize()), true
 }
