@@ -187,6 +187,7 @@ func (r *Robots) DisallowsAll(token string) (Verdict, bool) {
 // group's rules past the best match so far are not tried.
 func (p product) firstMatch(path string) int {
 	r := p.r
+	text := r.text
 	best, bestOrder := -1, uint64(0)
 	for _, gi := range p.groups() {
 		g := &r.groups[gi]
@@ -196,13 +197,18 @@ func (p product) firstMatch(path string) int {
 				break
 			}
 			// r.matches, its commonest outcomes decided in the loop.
-			expr := r.text[x.off : x.off+uint32(x.n)]
+			expr := text[x.off : x.off+uint32(x.n)]
 			if x.star == noStar {
 				if x.meta&ruleAnchored == 0 && !strings.HasPrefix(path, expr) || x.meta&ruleAnchored != 0 && path != expr {
 					continue
 				}
-			} else if star := int(x.star); len(path) < star || path[:star] != expr[:star] ||
-				!matchPastStar(path[star:], expr[star+1:], x.meta&ruleAnchored != 0, x.meta&ruleSingle != 0) {
+			} else if star := int(x.star); len(path) < star || path[:star] != expr[:star] {
+				continue
+			} else if rest, tail := path[star:], expr[star+1:]; x.meta&ruleSingle != 0 {
+				if x.meta&ruleAnchored != 0 && !strings.HasSuffix(rest, tail) || x.meta&ruleAnchored == 0 && !strings.Contains(rest, tail) {
+					continue
+				}
+			} else if !matchPastStar(rest, tail, x.meta&ruleAnchored != 0, false) {
 				continue
 			}
 			best, bestOrder = int(i), x.order()

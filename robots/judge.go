@@ -1,6 +1,7 @@
 package robots
 
 import (
+	"math"
 	"strconv"
 	"strings"
 )
@@ -200,17 +201,23 @@ func (p product) checkReading(path string, query int) (decider int, queryDropped
 	bare := path[:query]
 	// The first anchored rule to match the query-less form, in rule order
 	// across the groups, speaks for it; an allow there keeps the path's
-	// own verdict.
-	first := -1
+	// own verdict. Only rules before the decider can speak, and in a
+	// later group only those before the first found: none whose order()
+	// is bound or more. order() is never MaxUint64, the bound while there
+	// is neither, when no order needs computing.
+	first, bound := -1, uint64(math.MaxUint64)
+	if decider >= 0 {
+		bound = r.rules[decider].order()
+	}
 	for _, gi := range p.groups() {
 		g := &r.groups[gi]
 		for _, a := range r.indices[g.anchored.start:g.anchored.end] {
 			x := &r.rules[a]
-			if decider >= 0 && ruleOrder(x, &r.rules[decider]) >= 0 || first >= 0 && ruleOrder(x, &r.rules[first]) > 0 {
+			if bound != math.MaxUint64 && x.order() >= bound {
 				break
 			}
 			if r.matches(x, bare) {
-				first = int(a)
+				first, bound = int(a), x.order()+1
 				break
 			}
 		}
