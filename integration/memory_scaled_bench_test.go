@@ -4,10 +4,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
-	"os"
 	"path/filepath"
-	"regexp"
+	"robotsgate/cache/cachetest"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -46,99 +44,44 @@ import (
 //
 //	go test ./integration -run '^$' -bench '^BenchmarkOriginsScaled$' -benchtime 100000x -timeout 60m
 func BenchmarkOriginsScaled(b *testing.B) {
-	files := scaledCorpus(b)
-	like := slices.IndexFunc(files, func(f scaledFile) bool { return filepath.Base(f.path) == filepath.Base(originsSource) })
+	files, err := cachetest.Corpus(scaledCorpusDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	like := slices.IndexFunc(files, func(f cachetest.File) bool { return filepath.Base(f.Path) == filepath.Base(originsSource) })
 	if like < 0 {
 		b.Fatalf("%s is not in the corpus", originsSource)
 	}
 	for _, bc := range []struct {
 		name string
-		file scaledFile
+		file cachetest.File
 	}{
 		{"2.2KB-82rules", files[like]},
-		{"median", scaledMedian(files)},
+		{"median", cachetest.Median(files)},
 	} {
 		b.Run(bc.name, func(b *testing.B) { benchOriginsScaled(b, bc.file) })
 	}
 }
 
 const (
-	// scaledCorpusGlob is where the corpus files are.
-	scaledCorpusGlob = "../robots/testdata/corpus/*.txt"
+	// scaledCorpusDir is where the corpus files are.
+	scaledCorpusDir = "../robots/testdata/corpus"
 	// scaledBytesPerOrigin and scaledBudgetBase make a cache budget that
 	// holds every origin's file, with room to spare: about 3.7 KB is
 	// charged per stackoverflow.com.txt, plus the cache's index.
 	scaledBytesPerOrigin = 6 << 10
 	scaledBudgetBase     = 64 << 20
-	// scaledMaxOrigins is how many IP literals scaledHost names.
-	scaledMaxOrigins = 1<<24 - 2
 	// scaledFDs is the file descriptors robotsgate needs: a few
 	// connections to the upstream proxy and from the crawlers.
 	scaledFDs = fdMargin
 )
 
-// scaledFile is one robots.txt of the corpus.
-type scaledFile struct {
-	path  string
-	body  []byte
-	rules int // Allow and Disallow lines, counted as text
-}
-
-// scaledRuleLine matches an Allow or Disallow line, as most parsers read one.
-var scaledRuleLine = regexp.MustCompile(`(?im)^[ \t]*(dis)?allow[ \t]*:`)
-
-// scaledCorpus is the corpus files in the order of their names.
-func scaledCorpus(b *testing.B) []scaledFile {
-	paths, err := filepath.Glob(scaledCorpusGlob)
-	if err != nil || len(paths) == 0 {
-		b.Fatalf("no corpus files at %s: %v", scaledCorpusGlob, err)
-	}
-	files := make([]scaledFile, 0, len(paths))
-	for _, p := range paths {
-		body, err := os.ReadFile(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		files = append(files, scaledFile{path: p, body: body, rules: len(scaledRuleLine.FindAll(body, -1))})
-	}
-	return files
-}
-
-// scaledMedian is the corpus file of median size: the lower middle one of
-// an even count, sizes sorted, ties by name.
-func scaledMedian(files []scaledFile) scaledFile {
-	bySize := slices.Clone(files)
-	slices.SortStableFunc(bySize, func(a, b scaledFile) int { return len(a.body) - len(b.body) })
-	return bySize[(len(bySize)-1)/2]
-}
-
-// scaledHost is the i-th origin's host, "127.A.B.C" counted from
-// 127.0.0.1.
-func scaledHost(i int) string {
-	n := i + 1
-	return "127." + strconv.Itoa(n>>16&0xff) + "." + strconv.Itoa(n>>8&0xff) + "." + strconv.Itoa(n&0xff)
-}
-
-// scaledIndex is scaledHost's inverse, -1 for any other host (one with a
-// port included).
-func scaledIndex(host string) int {
-	a, err := netip.ParseAddr(host)
-	if err != nil || !a.Is4() {
-		return -1
-	}
-	v := a.As4()
-	if v[0] != 127 {
-		return -1
-	}
-	return int(v[1])<<16 | int(v[2])<<8 | int(v[3]) - 1
-}
-
 // scaledBudget is a cache budget that holds n origins' files.
 func scaledBudget(n int) int64 { return int64(n)*scaledBytesPerOrigin + scaledBudgetBase }
 
-func benchOriginsScaled(b *testing.B, file scaledFile) {
-	if b.N > scaledMaxOrigins {
-		b.Fatalf("%d origins asked, at most %d IP literals 127.A.B.C", b.N, scaledMaxOrigins)
+func benchOriginsScaled(b *testing.B, file cachetest.File) {
+	if b.N > cachetest.MaxOrigins {
+		b.Fatalf("%d origins asked, at most %d IP literals 127.A.B.C", b.N, cachetest.MaxOrigins)
 	}
 	counts := make([]atomic.Int32, b.N)
 	var others, notProxied atomic.Int64
@@ -153,18 +96,18 @@ func benchOriginsScaled(b *testing.B, file scaledFile) {
 			return
 		}
 		// The warm-up origin has a port, and is no origin of the crawl.
-		if i := scaledIndex(r.URL.Host); i >= 0 && i < len(counts) {
+		if i := cachetest.Index(r.URL.Host); i >= 0 && i < len(counts) {
 			counts[i].Add(1)
 		} else {
 			others.Add(1)
 		}
 		w.Header().Set("Content-Type", "text/plain")
-		w.Header().Set("Content-Length", strconv.Itoa(len(file.body)))
-		w.Write(file.body)
+		w.Header().Set("Content-Length", strconv.Itoa(len(file.Body)))
+		w.Write(file.Body)
 	})
 	hosts := make([]string, b.N)
 	for i := range hosts {
-		hosts[i] = scaledHost(i)
+		hosts[i] = cachetest.Host(i)
 	}
 	fetches := func() int64 {
 		var n int64
@@ -179,7 +122,7 @@ func benchOriginsScaled(b *testing.B, file scaledFile) {
 		"ROBOTSGATE_UPSTREAM_PROXY=http://"+upstream,
 		"ROBOTSGATE_CACHE_MAX_BYTES="+strconv.FormatInt(budget, 10))
 	b.Logf("robotsgate runs with %s, %s (unset: the runtime's defaults); %s: %d bytes, %d rules",
-		childEnv(p, "GOGC"), childEnv(p, "GOMEMLIMIT"), file.path, len(file.body), file.rules)
+		childEnv(p, "GOGC"), childEnv(p, "GOMEMLIMIT"), file.Path, len(file.Body), file.Rules)
 
 	began := time.Now()
 	h := crawlHalves(b, p, crawler, metricsClient, hosts, fetches)
@@ -206,7 +149,7 @@ func benchOriginsScaled(b *testing.B, file scaledFile) {
 	for i := range counts {
 		if got := counts[i].Load(); got != 1 {
 			if len(wrong) < 5 {
-				wrong = append(wrong, scaledHost(i)+": "+strconv.Itoa(int(got)))
+				wrong = append(wrong, cachetest.Host(i)+": "+strconv.Itoa(int(got)))
 			} else {
 				wrong = append(wrong, "…")
 				break

@@ -51,12 +51,9 @@ const (
 	originsPage = "page\n"
 )
 
-// originsURL is the i-th origin's page: "http://127.A.B.C/page", counted
-// from 127.0.0.1, never resolved.
-func originsURL(i int) string {
-	n := i + 1
-	return "http://127." + strconv.Itoa(n>>16&0xff) + "." + strconv.Itoa(n>>8&0xff) + "." + strconv.Itoa(n&0xff) + "/page"
-}
+// originsURL is the i-th origin's page: "http://127.A.B.C/page", never
+// resolved.
+func originsURL(i int) string { return "http://" + cachetest.Host(i) + "/page" }
 
 // BenchmarkProxyBytesPerOrigin measures the whole proxy's memory per
 // origin: a Server whose upstream proxy (which its robots.txt fetcher goes
@@ -159,39 +156,25 @@ func benchmarkProxyOrigins(b *testing.B, name string, robotsTxt []byte, budget i
 
 	b.ResetTimer()
 	start := time.Now()
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		failed   atomic.Value
-		statuses sync.Map // status → *atomic.Int64
-	)
-	for _, c := range clients {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				status, err := originsGet(c, originsURL(i))
-				if err != nil {
-					failed.CompareAndSwap(nil, err)
-					return
-				}
-				count, _ := statuses.LoadOrStore(status, new(atomic.Int64))
-				count.(*atomic.Int64).Add(1)
-			}
-		})
-	}
-	wg.Wait()
+	var statuses sync.Map // status → *atomic.Int64
+	err = cachetest.Each(len(clients), n, func(w, i int) error {
+		status, err := originsGet(clients[w], originsURL(i))
+		if err != nil {
+			return err
+		}
+		count, _ := statuses.LoadOrStore(status, new(atomic.Int64))
+		count.(*atomic.Int64).Add(1)
+		return nil
+	})
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if err, _ := failed.Load().(error); err != nil {
+	if err != nil {
 		b.Fatal(err)
 	}
 	rssAfter, rssOK := cachetest.ResidentBytes()
 	after := takeOriginsMemory()
 	if *originsHeapProfile != "" {
-		path, err := cachetest.WriteHeapProfile(*originsHeapProfile, "proxy-"+name, n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("heap profile of %d origins: %s", n, path)
+		cachetest.WriteHeapProfile(b, *originsHeapProfile, "proxy-"+name, n)
 	}
 
 	var answered []string

@@ -7,16 +7,10 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"net/url"
-	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,50 +37,14 @@ const (
 	originsIssueBytes, originsIssueRules = 2200, 82
 )
 
-// originsFile is one robots.txt of the corpus.
-type originsFile struct {
-	name  string
-	body  []byte
-	rules int // Allow and Disallow lines, counted as text
-}
-
-// originsRuleLine matches an Allow or Disallow line, as most parsers read one.
-var originsRuleLine = regexp.MustCompile(`(?im)^[ \t]*(dis)?allow[ \t]*:`)
-
-// originsCorpus returns the corpus files in the order of their names.
-func originsCorpus(tb testing.TB) []originsFile {
-	tb.Helper()
-	paths, err := filepath.Glob(filepath.Join("..", "testdata", "corpus", "*.txt"))
-	if err != nil || len(paths) == 0 {
-		tb.Fatalf("no corpus files in ../testdata/corpus: %v", err)
-	}
-	files := make([]originsFile, 0, len(paths))
-	for _, p := range paths {
-		body, err := os.ReadFile(p)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		files = append(files, originsFile{name: filepath.Base(p), body: body, rules: len(originsRuleLine.FindAll(body, -1))})
-	}
-	return files
-}
-
-// originsMedian is the corpus file of median size: the lower middle one of
-// an even count, sizes sorted, ties by name.
-func originsMedian(files []originsFile) originsFile {
-	bySize := slices.Clone(files)
-	slices.SortStableFunc(bySize, func(a, b originsFile) int { return len(a.body) - len(b.body) })
-	return bySize[(len(bySize)-1)/2]
-}
-
 // originsLikeIssue is the corpus file nearest the issue's 2.2 KB of 82
 // rules: the least sum of relative distances in size and in rules.
-func originsLikeIssue(files []originsFile) originsFile {
-	distance := func(f originsFile) float64 {
+func originsLikeIssue(files []cachetest.File) cachetest.File {
+	distance := func(f cachetest.File) float64 {
 		d := func(v, want int) float64 { return math.Abs(float64(v-want)) / float64(want) }
-		return d(len(f.body), originsIssueBytes) + d(f.rules, originsIssueRules)
+		return d(len(f.Body), originsIssueBytes) + d(f.Rules, originsIssueRules)
 	}
-	return slices.MinFunc(files, func(a, b originsFile) int {
+	return slices.MinFunc(files, func(a, b cachetest.File) int {
 		switch da, db := distance(a), distance(b); {
 		case da < db:
 			return -1
@@ -97,22 +55,9 @@ func originsLikeIssue(files []originsFile) originsFile {
 	})
 }
 
-// originsURL is the i-th origin: "http://127.A.B.C", counted from
-// 127.0.0.1, never resolved (see BenchmarkBytesPerOrigin).
-func originsURL(i int) string {
-	n := i + 1
-	return "http://127." + strconv.Itoa(n>>16&0xff) + "." + strconv.Itoa(n>>8&0xff) + "." + strconv.Itoa(n&0xff)
-}
-
-// originsIndex is originsURL's inverse for a host, -1 for any other.
-func originsIndex(host string) int {
-	a, err := netip.ParseAddr(host)
-	if err != nil || !a.Is4() {
-		return -1
-	}
-	b := a.As4()
-	return int(b[1])<<16 | int(b[2])<<8 | int(b[3]) - 1
-}
+// originsURL is the i-th origin: "http://127.A.B.C", never resolved
+// (see BenchmarkBytesPerOrigin).
+func originsURL(i int) string { return "http://" + cachetest.Host(i) }
 
 // BenchmarkBytesPerOrigin measures what one cached origin keeps: a real
 // Fetcher and a real cache.Cache whose budget holds them all load b.N
@@ -130,16 +75,19 @@ func originsIndex(host string) int {
 // 2.2KB-82rules the one nearest the issue's file (stackoverflow.com.txt,
 // 2,143 bytes of 77 rules); corpus every file in turn, reporting means.
 func BenchmarkBytesPerOrigin(b *testing.B) {
-	files := originsCorpus(b)
-	median, like := originsMedian(files), originsLikeIssue(files)
+	files, err := cachetest.Corpus(filepath.Join("..", "testdata", "corpus"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	median, like := cachetest.Median(files), originsLikeIssue(files)
 	b.Logf("median: %s (%d B, %d rules); 2.2KB-82rules: %s (%d B, %d rules); corpus: %d files",
-		median.name, len(median.body), median.rules, like.name, len(like.body), like.rules, len(files))
+		filepath.Base(median.Path), len(median.Body), median.Rules, filepath.Base(like.Path), len(like.Body), like.Rules, len(files))
 	for _, c := range []struct {
 		name  string
-		files []originsFile
+		files []cachetest.File
 	}{
-		{"median", []originsFile{median}},
-		{"2.2KB-82rules", []originsFile{like}},
+		{"median", []cachetest.File{median}},
+		{"2.2KB-82rules", []cachetest.File{like}},
 		{"corpus", files},
 	} {
 		b.Run(c.name, func(b *testing.B) { benchmarkOrigins(b, c.name, c.files) })
@@ -148,16 +96,16 @@ func BenchmarkBytesPerOrigin(b *testing.B) {
 
 // benchmarkOrigins loads max(b.N, originsMin) origins, origin i served
 // files[i%len(files)], and reports what they keep.
-func benchmarkOrigins(b *testing.B, name string, files []originsFile) {
+func benchmarkOrigins(b *testing.B, name string, files []cachetest.File) {
 	n := max(b.N, originsMin)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		i := originsIndex(r.URL.Hostname())
+		i := cachetest.Index(r.URL.Hostname())
 		if i < 0 || r.URL.Path != "/robots.txt" {
 			http.NotFound(w, r)
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain")
-		w.Write(files[i%len(files)].body)
+		w.Write(files[i%len(files)].Body)
 	}))
 	defer upstream.Close()
 	proxyURL, err := url.Parse(upstream.URL)
@@ -176,7 +124,7 @@ func benchmarkOrigins(b *testing.B, name string, files []originsFile) {
 
 	var fileBytes int64
 	for i := range n {
-		fileBytes += int64(min(len(files[i%len(files)].body), f.Options().MaxBytes))
+		fileBytes += int64(min(len(files[i%len(files)].Body), f.Options().MaxBytes))
 	}
 	// The cache's index is charged from the start: only what the
 	// origins add counts.
@@ -186,38 +134,24 @@ func benchmarkOrigins(b *testing.B, name string, files []originsFile) {
 
 	b.ResetTimer()
 	start := time.Now()
-	var (
-		next   atomic.Int64
-		wg     sync.WaitGroup
-		failed atomic.Value
-	)
-	for range originsWorkers {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				// The origin is made here, so that whatever keeps it is
-				// counted.
-				if _, _, err := c.Get(context.Background(), originsURL(i)); err != nil {
-					failed.CompareAndSwap(nil, fmt.Errorf("Get %s: %w", originsURL(i), err))
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	// The origin is made in the visit, so that whatever keeps it is
+	// counted.
+	err = cachetest.Each(originsWorkers, n, func(_, i int) error {
+		if _, _, err := c.Get(context.Background(), originsURL(i)); err != nil {
+			return fmt.Errorf("Get %s: %w", originsURL(i), err)
+		}
+		return nil
+	})
 	elapsed := time.Since(start)
 	b.StopTimer()
-	if err, _ := failed.Load().(error); err != nil {
+	if err != nil {
 		b.Fatal(err)
 	}
 	rssAfter, _ := cachetest.ResidentBytes()
 
 	after := originsMemStats()
 	if *originsHeapProfile != "" {
-		path, err := cachetest.WriteHeapProfile(*originsHeapProfile, name, n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("heap profile of %d origins: %s", n, path)
+		cachetest.WriteHeapProfile(b, *originsHeapProfile, name, n)
 	}
 	// What one collection costs with the origins held: the collector's
 	// price for the headroom it is given.
